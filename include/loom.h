@@ -1,0 +1,204 @@
+/*
+ * loom.h — the public API of Loom, a collective-communication library.
+ *
+ * The API is shaped like NCCL's so that porting is mechanical: rename the
+ * `nccl` prefix to `loom`.  All functions return a loomResult_t; on failure
+ * loomGetLastError() gives a human-readable message that names the rank,
+ * the peer and the operation involved.
+ *
+ * Threading: a communicator may be used by one thread at a time, except for
+ * loomCommAbort() and loomCommGetAsyncError(), which may be called from any
+ * thread at any time.
+ */
+#ifndef LOOM_H
+#define LOOM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define LOOM_MAJOR 0
+#define LOOM_MINOR 1
+#define LOOM_PATCH 0
+/* Encoded as NCCL does: MAJOR*10000 + MINOR*100 + PATCH. */
+#define LOOM_VERSION_CODE (LOOM_MAJOR * 10000 + LOOM_MINOR * 100 + LOOM_PATCH)
+
+/* Result codes; the values are NCCL's, loomTimeout is Loom's addition. */
+typedef enum {
+  loomSuccess = 0,
+  loomUnhandledCudaError = 1, /* an error reported by the device runtime */
+  loomSystemError = 2,        /* a system call failed (socket, memory, ...) */
+  loomInternalError = 3,      /* a bug in Loom */
+  loomInvalidArgument = 4,    /* a bad argument: NULL pointer, bad type, ... */
+  loomInvalidUsage = 5,       /* a correct call used wrongly (mismatch, ...) */
+  loomRemoteError = 6,        /* a peer died, closed its connection or failed */
+  loomInProgress = 7,         /* a non-blocking operation has not finished */
+  loomTimeout = 8,            /* a wait passed its deadline */
+  loomNumResults = 9
+} loomResult_t;
+
+/* Data types, numbered as NCCL numbers them. */
+typedef enum {
+  loomInt8 = 0,
+  loomChar = 0,
+  loomUint8 = 1,
+  loomInt32 = 2,
+  loomInt = 2,
+  loomUint32 = 3,
+  loomInt64 = 4,
+  loomUint64 = 5,
+  loomFloat16 = 6,
+  loomHalf = 6,
+  loomFloat32 = 7,
+  loomFloat = 7,
+  loomFloat64 = 8,
+  loomDouble = 8,
+  loomBfloat16 = 9,
+  loomNumTypes = 10
+} loomDataType_t;
+
+/* Reduction operations.  Integer sum and product wrap around (two's
+ * complement); float16 and bfloat16 are reduced in float32 and rounded to
+ * nearest-even after each step; loomAvg divides the sum by the number of
+ * ranks (integer division for integer types). */
+typedef enum {
+  loomSum = 0,
+  loomProd = 1,
+  loomMax = 2,
+  loomMin = 3,
+  loomAvg = 4,
+  loomNumOps = 5
+} loomRedOp_t;
+
+/* Opaque handles. */
+typedef struct loomComm *loomComm_t;
+typedef struct loomStream *loomStream_t;
+
+#define LOOM_UNIQUE_ID_BYTES 128
+/* Identifies one communicator's rendezvous: the root's address and port and
+ * a random secret.  Create it once (loomGetUniqueId) and give it to every
+ * rank, e.g. with MPI_Bcast. */
+typedef struct {
+  char internal[LOOM_UNIQUE_ID_BYTES];
+} loomUniqueId;
+
+/* Communicator configuration.  Always start from LOOM_CONFIG_INITIALIZER:
+ * fields left at their initial value take Loom's defaults (and the
+ * environment).
+ *   blocking    1 (default): loomCommInitRankConfig returns when the
+ *               communicator is ready.  0: it returns loomInProgress at once
+ *               and loomCommGetAsyncError reports loomInProgress until the
+ *               communicator is ready (then loomSuccess) or failed.
+ *   timeout_ms  how long one collective may wait for a peer before failing
+ *               with loomTimeout; default LOOM_TIMEOUT_MS (300000).
+ *               0 means wait for ever (not recommended).
+ *   commName    a name used in log and error messages (copied). */
+typedef struct loomConfig_v1 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;
+  int timeout_ms;
+  const char *commName;
+} loomConfig_t;
+
+#define LOOM_CONFIG_UNDEF_INT (-2147483647 - 1)
+#define LOOM_CONFIG_MAGIC 0x4c4f4f4du /* "LOOM" */
+#define LOOM_CONFIG_INITIALIZER                                                \
+  {                                                                            \
+    sizeof(loomConfig_t), LOOM_CONFIG_MAGIC, LOOM_VERSION_CODE,                \
+        LOOM_CONFIG_UNDEF_INT, LOOM_CONFIG_UNDEF_INT, NULL                     \
+  }
+
+/* ---- Errors and version -------------------------------------------------- */
+
+/* A static string describing a result code (never NULL). */
+const char *loomGetErrorString(loomResult_t result);
+
+/* The message of the last error seen by the calling thread (empty when
+ * none).  `comm` may be NULL; the text is kept per thread. */
+const char *loomGetLastError(loomComm_t comm);
+
+/* Writes LOOM_VERSION_CODE of the library (which may differ from the header
+ * the program was compiled with). */
+loomResult_t loomGetVersion(int *version);
+
+/* ---- Communicator life cycle --------------------------------------------- */
+
+/* Creates a unique id and starts the root listener in this process; the
+ * listener thread ends when every rank has arrived or at
+ * LOOM_BOOTSTRAP_TIMEOUT.  When LOOM_COMM_ID=host:port is set, every
+ * caller gets the same id without starting anything: rank 0's
+ * loomCommInitRank hosts the root at that address. */
+loomResult_t loomGetUniqueId(loomUniqueId *uniqueId);
+
+/* Creates this rank's member of an nranks-wide communicator.  Collective:
+ * every rank 0..nranks-1 must call it with the same id.  Fails with
+ * loomTimeout, naming the ranks that never arrived, after
+ * LOOM_BOOTSTRAP_TIMEOUT seconds. */
+loomResult_t loomCommInitRank(loomComm_t *comm, int nranks, loomUniqueId commId,
+                              int rank);
+loomResult_t loomCommInitRankConfig(loomComm_t *comm, int nranks,
+                                    loomUniqueId commId, int rank,
+                                    loomConfig_t *config);
+
+/* Finishes outstanding work and synchronises with the other ranks, so that
+ * a following loomCommDestroy cannot strand a peer mid-operation. */
+loomResult_t loomCommFinalize(loomComm_t comm);
+
+/* Frees the communicator's resources (closes connections). */
+loomResult_t loomCommDestroy(loomComm_t comm);
+
+/* Stops the communicator at once: a collective blocked in another thread
+ * returns loomRemoteError promptly, connections are closed and resources
+ * freed.  Peers see the connection close and fail their own operations. */
+loomResult_t loomCommAbort(loomComm_t comm);
+
+/* The communicator's asynchronous state: loomSuccess, loomInProgress (a
+ * non-blocking init still running) or the error that broke it. */
+loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t *asyncError);
+
+loomResult_t loomCommCount(const loomComm_t comm, int *count);
+loomResult_t loomCommUserRank(const loomComm_t comm, int *rank);
+
+/* ---- Collectives ---------------------------------------------------------- */
+
+/* Reduces `count` elements of every rank's sendbuff with `op` and writes the
+ * result to every rank's recvbuff.  In place when sendbuff == recvbuff.
+ * stream == NULL runs the call to completion on the calling thread. */
+loomResult_t loomAllReduce(const void *sendbuff, void *recvbuff, size_t count,
+                           loomDataType_t datatype, loomRedOp_t op,
+                           loomComm_t comm, loomStream_t stream);
+
+/* Gathers `sendcount` elements from every rank into every rank's recvbuff,
+ * rank i's data at recvbuff + i*sendcount elements.  In place when
+ * sendbuff == recvbuff + rank*sendcount elements. */
+loomResult_t loomAllGather(const void *sendbuff, void *recvbuff,
+                           size_t sendcount, loomDataType_t datatype,
+                           loomComm_t comm, loomStream_t stream);
+
+/* ---- Launch environment --------------------------------------------------- */
+
+/* Where a launcher put this process: read from loomrun (LOOM_RANK,
+ * LOOM_NRANKS, LOOM_LOCAL_RANK), Open MPI's mpirun (OMPI_COMM_WORLD_RANK,
+ * _SIZE, _LOCAL_RANK), Slurm (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID) or
+ * torchrun (RANK, WORLD_SIZE, LOCAL_RANK), in that order. */
+typedef struct {
+  int rank;
+  int nranks;
+  int localRank;        /* -1 when the launcher does not say */
+  const char *launcher; /* "loomrun", "mpirun", "slurm" or "torchrun" */
+} loomLaunchInfo_t;
+
+/* Fills `info` from the environment; loomInvalidUsage with a message when
+ * no known launcher's variables are set or they are inconsistent. */
+loomResult_t loomGetLaunchInfo(loomLaunchInfo_t *info);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* LOOM_H */

@@ -1,0 +1,302 @@
+/*
+ * init.c — communicator life cycle: unique id, init (blocking or not),
+ * finalize, destroy, abort, and the small queries.
+ */
+#include "api/comm.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/timeutil.h"
+#include "device/reduce.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+loomResult_t loomGetUniqueId(loomUniqueId *uniqueId) {
+  if (uniqueId == NULL)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomGetUniqueId: uniqueId is NULL");
+  return loom_bootstrap_make_id(uniqueId);
+}
+
+loomResult_t loom_comm_check_usable(loomComm_t comm, const char *fn) {
+  if (comm == NULL)
+    return loom_error(loomInvalidArgument, LOOM_LOG_COLL, "%s: comm is NULL", fn);
+  if (comm->magic != LOOM_COMM_MAGIC)
+    return loom_error(loomInvalidArgument, LOOM_LOG_COLL,
+                      "%s: comm is not a live communicator (destroyed, or not "
+                      "made by loomCommInitRank)",
+                      fn);
+  int state = __atomic_load_n(&comm->async_error, __ATOMIC_ACQUIRE);
+  if (state == loomInProgress)
+    return loom_error(loomInvalidUsage, LOOM_LOG_COLL,
+                      "%s: rank %d: the communicator is still initialising (wait until "
+                      "loomCommGetAsyncError reports loomSuccess)",
+                      fn, comm->rank);
+  if (state != loomSuccess)
+    return loom_error((loomResult_t)state, LOOM_LOG_COLL,
+                      "%s: rank %d: the communicator was broken by an earlier error "
+                      "(%s); destroy or abort it",
+                      fn, comm->rank, loomGetErrorString((loomResult_t)state));
+  if (comm->abort_flag)
+    return loom_error(loomInvalidUsage, LOOM_LOG_COLL, "%s: the communicator was aborted",
+                      fn);
+  return loomSuccess;
+}
+
+/* Opens the data connections this communicator's schedules use: the ring
+ * neighbours. */
+static loomResult_t connect_transport(loomComm_t comm) {
+  if (comm->nranks == 1)
+    return loomSuccess;
+  comm->tp = &loom_transport_tcp;
+  struct loom_transport_comm info = {
+      .rank = comm->rank,
+      .nranks = comm->nranks,
+      .secret = loom_bootstrap_secret(comm->bs),
+      .local_sockaddr = loom_bootstrap_local_addr(comm->bs),
+      .comm_name = comm->name,
+  };
+  size_t ab = comm->tp->addr_bytes;
+  char *addrs = calloc((size_t)comm->nranks, ab);
+  if (addrs == NULL)
+    return loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
+  loomResult_t res;
+  LOOM_CHECK_GOTO(comm->tp->init(&info, &comm->tp_ctx, addrs + (size_t)comm->rank * ab), res,
+                  out);
+  LOOM_CHECK_GOTO(loom_bootstrap_allgather(comm->bs, addrs, ab), res, out);
+  int peers[2] = {loom_ring_next(comm->rank, comm->nranks),
+                  loom_ring_prev(comm->rank, comm->nranks)};
+  int npeers = peers[0] == peers[1] ? 1 : 2;
+  void *conns[2];
+  uint64_t deadline = loom_deadline_ms(loom_param_int(LOOM_PARAM_BOOTSTRAP_TIMEOUT) * 1000);
+  LOOM_CHECK_GOTO(comm->tp->connect(comm->tp_ctx, npeers, peers, addrs, deadline, conns), res,
+                  out);
+  for (int i = 0; i < npeers; i++)
+    comm->conns[peers[i]] = conns[i];
+out:
+  free(addrs);
+  return res;
+}
+
+static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
+  loom_log_set_rank(comm->rank);
+  uint64_t t0 = loom_now_ns();
+  LOOM_CHECK(loom_bootstrap_init(id, comm->rank, comm->nranks, &comm->bs));
+  LOOM_CHECK(connect_transport(comm));
+  struct loom_engine *e = &comm->engine;
+  e->rank = comm->rank;
+  e->nranks = comm->nranks;
+  e->tp = comm->tp;
+  e->tp_ctx = comm->tp_ctx;
+  e->conns = comm->conns;
+  e->bs = comm->bs;
+  e->abort_flag = &comm->abort_flag;
+  e->wake_fd = comm->wake_fd;
+  e->timeout_ms = comm->timeout_ms;
+  e->spin_us = (int)loom_param_int(LOOM_PARAM_SPIN_US);
+  e->chunk_bytes = (size_t)loom_param_int(LOOM_PARAM_CHUNK_BYTES);
+  LOOM_CHECK(loom_engine_init(e));
+  LOOM_INFO(LOOM_LOG_INIT,
+            "comm %s: rank %d of %d ready in %.1f ms (transport %s, timeout %d ms, "
+            "chunk %zu bytes)",
+            comm->name, comm->rank, comm->nranks, (double)(loom_now_ns() - t0) / 1e6,
+            comm->tp ? comm->tp->name : "none (1 rank)", comm->timeout_ms,
+            e->chunk_bytes);
+  return loomSuccess;
+}
+
+static void *init_thread_main(void *arg) {
+  loomComm_t comm = arg;
+  loomResult_t res = comm_setup(comm, &comm->init_id);
+  __atomic_store_n(&comm->async_error, (int)res, __ATOMIC_RELEASE);
+  return NULL;
+}
+
+static loomResult_t read_config(const loomConfig_t *config, int *blocking, int *timeout_ms,
+                                const char **name) {
+  *blocking = 1;
+  *timeout_ms = (int)loom_param_int(LOOM_PARAM_TIMEOUT_MS);
+  *name = NULL;
+  if (config == NULL)
+    return loomSuccess;
+  if (config->magic != LOOM_CONFIG_MAGIC || config->size < sizeof(loomConfig_t))
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
+                      "loomCommInitRankConfig: config was not initialised with "
+                      "LOOM_CONFIG_INITIALIZER");
+  if (config->blocking != LOOM_CONFIG_UNDEF_INT) {
+    if (config->blocking != 0 && config->blocking != 1)
+      return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
+                        "loomCommInitRankConfig: config.blocking=%d (must be 0 or 1)",
+                        config->blocking);
+    *blocking = config->blocking;
+  }
+  if (config->timeout_ms != LOOM_CONFIG_UNDEF_INT) {
+    if (config->timeout_ms < 0)
+      return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
+                        "loomCommInitRankConfig: config.timeout_ms=%d (must be >= 0; "
+                        "0 = no timeout)",
+                        config->timeout_ms);
+    *timeout_ms = config->timeout_ms;
+  }
+  *name = config->commName;
+  return loomSuccess;
+}
+
+static void comm_free(loomComm_t comm) {
+  if (comm->tp != NULL && comm->tp_ctx != NULL)
+    comm->tp->fini(comm->tp_ctx);
+  loom_bootstrap_close(comm->bs);
+  loom_engine_fini(&comm->engine);
+  if (comm->wake_fd >= 0)
+    close(comm->wake_fd);
+  pthread_mutex_destroy(&comm->op_lock);
+  free(comm->conns);
+  comm->magic = 0;
+  free(comm);
+}
+
+loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId commId,
+                                    int rank, loomConfig_t *config) {
+  if (out == NULL)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomCommInitRank: comm is NULL");
+  *out = NULL;
+  if (nranks < 1)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
+                      "loomCommInitRank: nranks=%d (must be >= 1)", nranks);
+  if (rank < 0 || rank >= nranks)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
+                      "loomCommInitRank: rank=%d is outside [0, %d)", rank, nranks);
+  int blocking, timeout_ms;
+  const char *name;
+  LOOM_CHECK(read_config(config, &blocking, &timeout_ms, &name));
+  loomComm_t comm = calloc(1, sizeof *comm);
+  if (comm == NULL || (comm->conns = calloc((size_t)nranks, sizeof(void *))) == NULL) {
+    free(comm);
+    return loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
+  }
+  comm->magic = LOOM_COMM_MAGIC;
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->blocking = blocking;
+  comm->timeout_ms = timeout_ms;
+  snprintf(comm->name, sizeof comm->name, "%s", name ? name : "loom");
+  comm->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  pthread_mutex_init(&comm->op_lock, NULL);
+  comm->init_id = commId;
+  if (!blocking) {
+    comm->async_error = loomInProgress;
+    int err = pthread_create(&comm->init_thread, NULL, init_thread_main, comm);
+    if (err != 0) {
+      comm_free(comm);
+      return loom_error(loomSystemError, LOOM_LOG_INIT, "cannot start the init thread: %s",
+                        strerror(err));
+    }
+    comm->init_thread_started = 1;
+    *out = comm;
+    return loomInProgress;
+  }
+  loomResult_t res = comm_setup(comm, &commId);
+  if (res != loomSuccess) {
+    comm_free(comm);
+    return res;
+  }
+  comm->async_error = loomSuccess;
+  *out = comm;
+  return loomSuccess;
+}
+
+loomResult_t loomCommInitRank(loomComm_t *comm, int nranks, loomUniqueId commId, int rank) {
+  return loomCommInitRankConfig(comm, nranks, commId, rank, NULL);
+}
+
+static loomResult_t check_handle(loomComm_t comm, const char *fn) {
+  if (comm == NULL)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "%s: comm is NULL", fn);
+  if (comm->magic != LOOM_COMM_MAGIC)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
+                      "%s: comm is not a live communicator", fn);
+  return loomSuccess;
+}
+
+static void join_init_thread(loomComm_t comm) {
+  if (comm->init_thread_started) {
+    pthread_join(comm->init_thread, NULL);
+    comm->init_thread_started = 0;
+  }
+}
+
+loomResult_t loomCommFinalize(loomComm_t comm) {
+  LOOM_CHECK(check_handle(comm, "loomCommFinalize"));
+  join_init_thread(comm);
+  LOOM_CHECK(loom_comm_check_usable(comm, "loomCommFinalize"));
+  pthread_mutex_lock(&comm->op_lock);
+  loom_log_set_rank(comm->rank);
+  loomResult_t res = loom_bootstrap_barrier(comm->bs);
+  if (res == loomSuccess)
+    comm->finalized = 1;
+  else
+    __atomic_store_n(&comm->async_error, (int)res, __ATOMIC_RELEASE);
+  pthread_mutex_unlock(&comm->op_lock);
+  return res;
+}
+
+loomResult_t loomCommDestroy(loomComm_t comm) {
+  if (comm == NULL)
+    return loomSuccess; /* as free(NULL) */
+  LOOM_CHECK(check_handle(comm, "loomCommDestroy"));
+  join_init_thread(comm);
+  pthread_mutex_lock(&comm->op_lock);
+  pthread_mutex_unlock(&comm->op_lock);
+  comm_free(comm);
+  return loomSuccess;
+}
+
+loomResult_t loomCommAbort(loomComm_t comm) {
+  if (comm == NULL)
+    return loomSuccess;
+  LOOM_CHECK(check_handle(comm, "loomCommAbort"));
+  __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+  if (comm->wake_fd >= 0) {
+    uint64_t one = 1;
+    ssize_t k = write(comm->wake_fd, &one, sizeof one);
+    (void)k;
+  }
+  join_init_thread(comm);
+  /* Waits for a collective running in another thread to notice the flag. */
+  pthread_mutex_lock(&comm->op_lock);
+  pthread_mutex_unlock(&comm->op_lock);
+  if (comm->bs != NULL) {
+    struct loom_notice nt = {comm->rank, comm->rank, LOOM_NOTICE_ABORT};
+    loom_bootstrap_send_notice(comm->bs, &nt);
+  }
+  comm_free(comm);
+  return loomSuccess;
+}
+
+loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t *asyncError) {
+  LOOM_CHECK(check_handle(comm, "loomCommGetAsyncError"));
+  if (asyncError == NULL)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
+                      "loomCommGetAsyncError: asyncError is NULL");
+  *asyncError = (loomResult_t)__atomic_load_n(&comm->async_error, __ATOMIC_ACQUIRE);
+  return loomSuccess;
+}
+
+loomResult_t loomCommCount(const loomComm_t comm, int *count) {
+  LOOM_CHECK(check_handle(comm, "loomCommCount"));
+  if (count == NULL)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomCommCount: count is NULL");
+  *count = comm->nranks;
+  return loomSuccess;
+}
+
+loomResult_t loomCommUserRank(const loomComm_t comm, int *rank) {
+  LOOM_CHECK(check_handle(comm, "loomCommUserRank"));
+  if (rank == NULL)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomCommUserRank: rank is NULL");
+  *rank = comm->rank;
+  return loomSuccess;
+}

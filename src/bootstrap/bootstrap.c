@@ -1,0 +1,488 @@
+/*
+ * bootstrap.c — the rank side of the rendezvous, the bootstrap ring, and
+ * allgather/barrier over it.
+ */
+#include "bootstrap/bootstrap.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/timeutil.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+/* How much longer than its own deadline a rank waits for the root's answer,
+ * so that the root's "ranks X, Y never arrived" reaches it first. */
+#define ROOT_ANSWER_GRACE_MS 5000
+
+struct loom_bootstrap {
+  int rank, nranks;
+  int timeout_s;
+  uint8_t secret[LOOM_SECRET_BYTES];
+  union loom_sockaddr local_addr;
+  struct loom_peer_info *peers;
+  int next_fd; /* to rank+1 */
+  int prev_fd; /* from rank-1 */
+};
+
+int loom_bootstrap_rank(const struct loom_bootstrap *bs) { return bs->rank; }
+int loom_bootstrap_nranks(const struct loom_bootstrap *bs) { return bs->nranks; }
+const struct loom_peer_info *loom_bootstrap_peer(const struct loom_bootstrap *bs,
+                                                 int rank) {
+  return &bs->peers[rank];
+}
+const uint8_t *loom_bootstrap_secret(const struct loom_bootstrap *bs) {
+  return bs->secret;
+}
+const union loom_sockaddr *loom_bootstrap_local_addr(const struct loom_bootstrap *bs) {
+  return &bs->local_addr;
+}
+int loom_bootstrap_notice_fd(const struct loom_bootstrap *bs) { return bs->prev_fd; }
+
+static int bootstrap_timeout_s(void) {
+  return (int)loom_param_int(LOOM_PARAM_BOOTSTRAP_TIMEOUT);
+}
+
+/* FNV-1a, stretched to the secret's length: LOOM_COMM_ID gives every rank
+ * the same id without communication, so its secret can only guard against
+ * cross-talk between jobs, not against an attacker. */
+static void derive_secret(const char *text, uint8_t secret[LOOM_SECRET_BYTES]) {
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < LOOM_SECRET_BYTES; i++) {
+    for (const char *p = text; *p; p++)
+      h = (h ^ (uint8_t)*p) * 1099511628211ull;
+    h = (h ^ (uint64_t)i) * 1099511628211ull;
+    secret[i] = (uint8_t)(h >> 32);
+  }
+}
+
+loomResult_t loom_bootstrap_make_id(loomUniqueId *id) {
+  struct loom_id_fields f;
+  memset(&f, 0, sizeof f);
+  const char *env = loom_param_str(LOOM_PARAM_COMM_ID);
+  if (env != NULL && *env != '\0') {
+    if (loom_sockaddr_parse(env, &f.root) != 0)
+      return loom_error(loomInvalidArgument, LOOM_LOG_BOOTSTRAP,
+                        "LOOM_COMM_ID=\"%s\" is not host:port (e.g. "
+                        "127.0.0.1:29500 or [::1]:29500) or the host does not "
+                        "resolve",
+                        env);
+    derive_secret(env, f.secret);
+    f.from_env = 1;
+    loom_id_encode(&f, id);
+    return loomSuccess;
+  }
+  char ifname[64];
+  LOOM_CHECK(loom_socket_pick_address(&f.root, ifname, sizeof ifname));
+  loom_sockaddr_set_port(&f.root, 0);
+  if (getrandom(f.secret, sizeof f.secret, 0) != (ssize_t)sizeof f.secret)
+    return loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP,
+                      "getrandom failed making the id's secret: %s", strerror(errno));
+  union loom_sockaddr bound;
+  LOOM_CHECK(loom_root_start(&f.root, f.secret, bootstrap_timeout_s(), &bound));
+  f.root = bound;
+  loom_id_encode(&f, id);
+  return loomSuccess;
+}
+
+static void fill_host_identity(struct loom_peer_info *info) {
+  gethostname(info->hostname, sizeof info->hostname - 1);
+  char boot_id[40] = "";
+  FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (f != NULL) {
+    if (fgets(boot_id, sizeof boot_id, f) == NULL)
+      boot_id[0] = '\0';
+    fclose(f);
+  }
+  boot_id[strcspn(boot_id, "\n")] = '\0';
+  snprintf(info->hostid, sizeof info->hostid, "%.26s/%.36s", info->hostname, boot_id);
+}
+
+/* The address this rank listens on for its ring neighbour: with a loopback
+ * root every rank is on this host, so loopback; otherwise the chosen NIC. */
+static loomResult_t pick_local_address(const union loom_sockaddr *root,
+                                       union loom_sockaddr *out) {
+  if (loom_sockaddr_is_loopback(root)) {
+    *out = *root;
+    loom_sockaddr_set_port(out, 0);
+    return loomSuccess;
+  }
+  char ifname[64];
+  LOOM_CHECK(loom_socket_pick_address(out, ifname, sizeof ifname));
+  loom_sockaddr_set_port(out, 0);
+  return loomSuccess;
+}
+
+/* Reads one frame header of an expected type (or ERROR) and returns its
+ * payload length. */
+static loomResult_t recv_frame_hdr(int fd, uint32_t max_len, uint64_t deadline,
+                                   const char *what, struct loom_frame_hdr *h) {
+  uint8_t raw[LOOM_FRAME_HDR_BYTES];
+  LOOM_CHECK(loom_socket_recv_all(fd, raw, sizeof raw, deadline, what));
+  if (loom_frame_hdr_decode(raw, max_len, h) != 0)
+    return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
+                      "malformed bootstrap frame from %s", what);
+  return loomSuccess;
+}
+
+static loomResult_t send_frame(int fd, uint32_t type, const void *payload, size_t len,
+                               uint64_t deadline, const char *what) {
+  uint8_t raw[LOOM_FRAME_HDR_BYTES];
+  struct loom_frame_hdr h = {type, (uint32_t)len};
+  loom_frame_hdr_encode(&h, raw);
+  LOOM_CHECK(loom_socket_send_all(fd, raw, sizeof raw, deadline, what));
+  if (len > 0)
+    LOOM_CHECK(loom_socket_send_all(fd, payload, len, deadline, what));
+  return loomSuccess;
+}
+
+static loomResult_t recv_error_frame(int fd, uint32_t len, uint64_t deadline,
+                                     const char *what) {
+  char text[1024];
+  uint8_t code[4];
+  if (len < 4 || len - 4 >= sizeof text)
+    return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
+                      "malformed error frame from %s", what);
+  LOOM_CHECK(loom_socket_recv_all(fd, code, 4, deadline, what));
+  LOOM_CHECK(loom_socket_recv_all(fd, text, len - 4, deadline, what));
+  text[len - 4] = '\0';
+  loomResult_t res = (loomResult_t)loom_get_u32(code);
+  if (res <= loomSuccess || res >= loomNumResults)
+    res = loomRemoteError;
+  return loom_error(res, LOOM_LOG_BOOTSTRAP, "%s", text);
+}
+
+/* Hello to the root, answer: the table of every rank's info. */
+static loomResult_t rendezvous(struct loom_bootstrap *bs,
+                               const struct loom_id_fields *id,
+                               const struct loom_peer_info *self, uint64_t deadline) {
+  char what[128], root_text[LOOM_ADDR_STRLEN];
+  loom_sockaddr_str(&id->root, root_text, sizeof root_text);
+  snprintf(what, sizeof what, "the bootstrap root at %s", root_text);
+  int fd = -1;
+  loomResult_t res = loom_socket_connect(&id->root, deadline, 1, what, &fd);
+  if (res != loomSuccess)
+    return loom_error(res, LOOM_LOG_BOOTSTRAP,
+                      "rank %d cannot reach the bootstrap root at %s within %d s "
+                      "(is the process that made the id, or rank 0 with "
+                      "LOOM_COMM_ID, running? is the address reachable?)",
+                      bs->rank, root_text, bs->timeout_s);
+  uint8_t hello[LOOM_HELLO_BYTES];
+  loom_hello_encode(bs->secret, bs->nranks, self, hello);
+  struct loom_frame_hdr h;
+  uint64_t answer_deadline = deadline + (uint64_t)ROOT_ANSWER_GRACE_MS * 1000000ull;
+  size_t table_bytes = (size_t)bs->nranks * LOOM_PEER_INFO_BYTES;
+  uint8_t *table = NULL;
+  LOOM_CHECK_GOTO(send_frame(fd, LOOM_FRAME_HELLO, hello, sizeof hello, deadline, what),
+                  res, out);
+  res = recv_frame_hdr(fd, (uint32_t)(table_bytes > 4096 ? table_bytes : 4096),
+                       answer_deadline, what, &h);
+  if (res == loomTimeout) {
+    res = loom_error(loomTimeout, LOOM_LOG_BOOTSTRAP,
+                     "rank %d: the bootstrap root at %s did not answer within "
+                     "%d s: some ranks never arrived",
+                     bs->rank, root_text, bs->timeout_s);
+    goto out;
+  }
+  if (res != loomSuccess)
+    goto out;
+  if (h.type == LOOM_FRAME_ERROR) {
+    res = recv_error_frame(fd, h.len, answer_deadline, what);
+    goto out;
+  }
+  if (h.type != LOOM_FRAME_TABLE || h.len != table_bytes) {
+    res = loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
+                     "unexpected answer from %s (type %u, %u bytes)", what, h.type,
+                     h.len);
+    goto out;
+  }
+  table = malloc(table_bytes);
+  if (table == NULL) {
+    res = loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP, "out of memory (rank table)");
+    goto out;
+  }
+  LOOM_CHECK_GOTO(loom_socket_recv_all(fd, table, table_bytes, answer_deadline, what),
+                  res, out);
+  for (int r = 0; r < bs->nranks; r++) {
+    if (loom_peer_info_decode(table + (size_t)r * LOOM_PEER_INFO_BYTES, &bs->peers[r]) !=
+            0 ||
+        bs->peers[r].rank != r) {
+      res = loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
+                       "corrupt rank table from %s (entry %d)", what, r);
+      goto out;
+    }
+  }
+out:
+  free(table);
+  close(fd);
+  return res;
+}
+
+/* Connects to the ring successor and accepts the predecessor. */
+static loomResult_t form_ring(struct loom_bootstrap *bs, int listen_fd, uint64_t deadline) {
+  int next = (bs->rank + 1) % bs->nranks;
+  int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
+  char what[160];
+  snprintf(what, sizeof what, "rank %d (bootstrap ring successor, pid %d on %s)", next,
+           bs->peers[next].pid, bs->peers[next].hostname);
+  /* The successor listened before its hello: a refusal means it is gone. */
+  LOOM_CHECK(loom_socket_connect(&bs->peers[next].listen_addr, deadline, 0, what,
+                                 &bs->next_fd));
+  uint8_t ring_hello[LOOM_RING_HELLO_BYTES];
+  memcpy(ring_hello, bs->secret, LOOM_SECRET_BYTES);
+  loom_put_u32(ring_hello + LOOM_SECRET_BYTES, (uint32_t)bs->rank);
+  LOOM_CHECK(send_frame(bs->next_fd, LOOM_FRAME_RING, ring_hello, sizeof ring_hello,
+                        deadline, what));
+  snprintf(what, sizeof what, "rank %d (bootstrap ring predecessor, pid %d on %s)", prev,
+           bs->peers[prev].pid, bs->peers[prev].hostname);
+  while (bs->prev_fd < 0) {
+    int fd;
+    loomResult_t res = loom_socket_accept(listen_fd, deadline, what, &fd);
+    if (res != loomSuccess)
+      return res;
+    struct loom_frame_hdr h;
+    uint8_t in[LOOM_RING_HELLO_BYTES];
+    /* A stranger gets a short deadline so it cannot stall the ring. */
+    uint64_t short_deadline = loom_deadline_ms(2000);
+    if (short_deadline > deadline)
+      short_deadline = deadline;
+    int ok = recv_frame_hdr(fd, sizeof in, short_deadline, what, &h) == loomSuccess &&
+             h.type == LOOM_FRAME_RING && h.len == sizeof in &&
+             loom_socket_recv_all(fd, in, sizeof in, short_deadline, what) == loomSuccess &&
+             loom_secret_equal(in, bs->secret) &&
+             (int)loom_get_u32(in + LOOM_SECRET_BYTES) == prev;
+    if (ok) {
+      bs->prev_fd = fd;
+    } else {
+      LOOM_WARN(LOOM_LOG_BOOTSTRAP,
+                "rank %d: dropped a bootstrap connection that is not rank %d's "
+                "ring hello",
+                bs->rank, prev);
+      close(fd);
+    }
+  }
+  return loomSuccess;
+}
+
+loomResult_t loom_bootstrap_init(const loomUniqueId *id, int rank, int nranks,
+                                 struct loom_bootstrap **out) {
+  struct loom_id_fields f;
+  if (loom_id_decode(id, &f) != 0)
+    return loom_error(loomInvalidArgument, LOOM_LOG_BOOTSTRAP,
+                      "the unique id is not a Loom id (not made by "
+                      "loomGetUniqueId, or corrupted in transit)");
+  struct loom_bootstrap *bs = calloc(1, sizeof *bs);
+  if (bs == NULL)
+    return loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP, "out of memory");
+  bs->peers = calloc((size_t)nranks, sizeof *bs->peers);
+  bs->rank = rank;
+  bs->nranks = nranks;
+  bs->timeout_s = bootstrap_timeout_s();
+  bs->next_fd = bs->prev_fd = -1;
+  memcpy(bs->secret, f.secret, LOOM_SECRET_BYTES);
+  int listen_fd = -1;
+  loomResult_t res = loomSuccess;
+  if (bs->peers == NULL) {
+    res = loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP, "out of memory");
+    goto fail;
+  }
+  uint64_t deadline = loom_deadline_ms((int64_t)bs->timeout_s * 1000);
+  LOOM_CHECK_GOTO(pick_local_address(&f.root, &bs->local_addr), res, fail);
+  struct loom_peer_info self;
+  memset(&self, 0, sizeof self);
+  self.rank = rank;
+  self.pid = (int32_t)getpid();
+  fill_host_identity(&self);
+  LOOM_CHECK_GOTO(loom_socket_listen(&bs->local_addr, &listen_fd, &self.listen_addr),
+                  res, fail);
+  bs->local_addr = self.listen_addr;
+  if (f.from_env && rank == 0) {
+    union loom_sockaddr bound;
+    LOOM_CHECK_GOTO(loom_root_start(&f.root, f.secret, bs->timeout_s, &bound), res, fail);
+  }
+  LOOM_CHECK_GOTO(rendezvous(bs, &f, &self, deadline), res, fail);
+  if (nranks > 1)
+    LOOM_CHECK_GOTO(form_ring(bs, listen_fd, deadline), res, fail);
+  close(listen_fd);
+  *out = bs;
+  return loomSuccess;
+fail:
+  if (listen_fd >= 0)
+    close(listen_fd);
+  loom_bootstrap_close(bs);
+  return res;
+}
+
+/* Sends `sbuf` to the successor and receives `rlen` bytes from the
+ * predecessor at the same time (so large blocks cannot deadlock), both as
+ * DATA frames.  A NOTICE from the predecessor ends it with that failure. */
+static loomResult_t ring_exchange(struct loom_bootstrap *bs, const void *sbuf,
+                                  void *rbuf, size_t len, uint64_t deadline,
+                                  int expect_from) {
+  uint8_t shdr[LOOM_FRAME_HDR_BYTES], rhdr[LOOM_FRAME_HDR_BYTES];
+  struct loom_frame_hdr h = {LOOM_FRAME_DATA, (uint32_t)len};
+  loom_frame_hdr_encode(&h, shdr);
+  size_t total = LOOM_FRAME_HDR_BYTES + len, sent = 0, got = 0;
+  int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
+  int next = (bs->rank + 1) % bs->nranks;
+  while (sent < total || got < total) {
+    struct pollfd p[2] = {{.fd = sent < total ? bs->next_fd : -1, .events = POLLOUT},
+                          {.fd = got < total ? bs->prev_fd : -1, .events = POLLIN}};
+    int left = loom_ms_left(deadline);
+    if (left == 0)
+      return loom_error(loomTimeout, LOOM_LOG_BOOTSTRAP,
+                        "rank %d: bootstrap allgather/barrier timed out after %d s "
+                        "(LOOM_BOOTSTRAP_TIMEOUT) waiting for rank %d's data: rank "
+                        "%d (or a rank before it in the ring) did not arrive",
+                        bs->rank, bs->timeout_s, expect_from, expect_from);
+    if (poll(p, 2, left) < 0) {
+      if (errno == EINTR)
+        continue;
+      return loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP, "poll: %s", strerror(errno));
+    }
+    if (p[0].revents) {
+      const uint8_t *src = sent < LOOM_FRAME_HDR_BYTES ? shdr + sent
+                                                       : (const uint8_t *)sbuf +
+                                                             (sent - LOOM_FRAME_HDR_BYTES);
+      size_t n = sent < LOOM_FRAME_HDR_BYTES ? LOOM_FRAME_HDR_BYTES - sent : total - sent;
+      ssize_t k = send(bs->next_fd, src, n, MSG_NOSIGNAL);
+      if (k > 0)
+        sent += (size_t)k;
+      else if (k < 0 && errno != EAGAIN && errno != EINTR)
+        return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
+                          "rank %d: bootstrap send to rank %d failed: %s (did it exit?)",
+                          bs->rank, next, strerror(errno));
+    }
+    if (p[1].revents) {
+      uint8_t *dst = got < LOOM_FRAME_HDR_BYTES ? rhdr + got
+                                                : (uint8_t *)rbuf + (got - LOOM_FRAME_HDR_BYTES);
+      size_t n = got < LOOM_FRAME_HDR_BYTES ? LOOM_FRAME_HDR_BYTES - got : total - got;
+      ssize_t k = recv(bs->prev_fd, dst, n, 0);
+      if (k == 0)
+        return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
+                          "rank %d: rank %d closed its bootstrap connection (did "
+                          "the process exit?)",
+                          bs->rank, prev);
+      if (k < 0 && errno != EAGAIN && errno != EINTR)
+        return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
+                          "rank %d: bootstrap receive from rank %d failed: %s",
+                          bs->rank, prev, strerror(errno));
+      if (k > 0) {
+        got += (size_t)k;
+        if (got == LOOM_FRAME_HDR_BYTES) {
+          struct loom_frame_hdr rh;
+          uint32_t max_len = len > LOOM_NOTICE_BYTES ? (uint32_t)len : LOOM_NOTICE_BYTES;
+          int bad = loom_frame_hdr_decode(rhdr, max_len, &rh) != 0;
+          if (!bad && rh.type == LOOM_FRAME_NOTICE && rh.len == LOOM_NOTICE_BYTES) {
+            uint8_t raw[LOOM_NOTICE_BYTES];
+            struct loom_notice nt;
+            if (loom_socket_recv_all(bs->prev_fd, raw, sizeof raw, deadline,
+                                     "bootstrap predecessor") == loomSuccess &&
+                loom_notice_decode(raw, &nt) == 0)
+              return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
+                                "rank %d: bootstrap failed: rank %d %s (reported "
+                                "by rank %d)",
+                                bs->rank, nt.suspect,
+                                nt.kind == LOOM_NOTICE_TIMEOUT ? "timed out" : "failed",
+                                nt.reporter);
+          }
+          if (bad || rh.type != LOOM_FRAME_DATA || rh.len != len)
+            return loom_error(loomInvalidUsage, LOOM_LOG_BOOTSTRAP,
+                              "rank %d: unexpected bootstrap frame from rank %d "
+                              "(ranks called different bootstrap operations?)",
+                              bs->rank, prev);
+        }
+      }
+    }
+  }
+  return loomSuccess;
+}
+
+loomResult_t loom_bootstrap_allgather(struct loom_bootstrap *bs, void *data,
+                                      size_t size) {
+  int n = bs->nranks, r = bs->rank;
+  uint64_t deadline = loom_deadline_ms((int64_t)bs->timeout_s * 1000);
+  char *base = data;
+  for (int s = 0; s < n - 1; s++) {
+    int send_block = (r - s + n) % n;
+    int recv_block = (r - s - 1 + n) % n;
+    LOOM_CHECK(ring_exchange(bs, base + (size_t)send_block * size,
+                             base + (size_t)recv_block * size, size, deadline,
+                             recv_block));
+  }
+  return loomSuccess;
+}
+
+loomResult_t loom_bootstrap_barrier(struct loom_bootstrap *bs) {
+  if (bs->nranks == 1)
+    return loomSuccess;
+  char *flags = calloc((size_t)bs->nranks, 1);
+  if (flags == NULL)
+    return loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP, "out of memory");
+  loomResult_t res = loom_bootstrap_allgather(bs, flags, 1);
+  free(flags);
+  return res;
+}
+
+int loom_bootstrap_read_notice(struct loom_bootstrap *bs, int wait_ms,
+                               struct loom_notice *n) {
+  if (bs->prev_fd < 0)
+    return 0;
+  struct pollfd p = {.fd = bs->prev_fd, .events = POLLIN};
+  if (poll(&p, 1, wait_ms) <= 0)
+    return 0;
+  int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
+  uint8_t raw[LOOM_FRAME_HDR_BYTES + LOOM_NOTICE_BYTES];
+  ssize_t k = recv(bs->prev_fd, raw, LOOM_FRAME_HDR_BYTES, MSG_PEEK);
+  if (k == 0 || (k < 0 && errno != EAGAIN && errno != EINTR)) {
+    n->suspect = prev;
+    n->reporter = bs->rank;
+    n->kind = LOOM_NOTICE_DIED;
+    return 1;
+  }
+  if (k < (ssize_t)LOOM_FRAME_HDR_BYTES)
+    return 0;
+  struct loom_frame_hdr h;
+  if (loom_frame_hdr_decode(raw, LOOM_NOTICE_BYTES, &h) != 0 ||
+      h.type != LOOM_FRAME_NOTICE)
+    return 0; /* data of a bootstrap operation still to come: not ours */
+  if (loom_socket_recv_all(bs->prev_fd, raw, sizeof raw, loom_deadline_ms(1000),
+                           "bootstrap predecessor") != loomSuccess ||
+      loom_notice_decode(raw + LOOM_FRAME_HDR_BYTES, n) != 0) {
+    n->suspect = prev;
+    n->reporter = bs->rank;
+    n->kind = LOOM_NOTICE_DIED;
+  }
+  return 1;
+}
+
+void loom_bootstrap_send_notice(struct loom_bootstrap *bs, const struct loom_notice *n) {
+  if (bs->next_fd < 0)
+    return;
+  uint8_t raw[LOOM_NOTICE_BYTES];
+  loom_notice_encode(n, raw);
+  uint8_t hdr[LOOM_FRAME_HDR_BYTES];
+  struct loom_frame_hdr h = {LOOM_FRAME_NOTICE, LOOM_NOTICE_BYTES};
+  loom_frame_hdr_encode(&h, hdr);
+  uint8_t frame[sizeof hdr + sizeof raw];
+  memcpy(frame, hdr, sizeof hdr);
+  memcpy(frame + sizeof hdr, raw, sizeof raw);
+  /* Best effort: the successor may be the rank that died. */
+  ssize_t k = send(bs->next_fd, frame, sizeof frame, MSG_NOSIGNAL | MSG_DONTWAIT);
+  (void)k;
+}
+
+void loom_bootstrap_close(struct loom_bootstrap *bs) {
+  if (bs == NULL)
+    return;
+  if (bs->next_fd >= 0)
+    close(bs->next_fd);
+  if (bs->prev_fd >= 0)
+    close(bs->prev_fd);
+  free(bs->peers);
+  free(bs);
+}

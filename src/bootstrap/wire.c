@@ -1,0 +1,167 @@
+/*
+ * wire.c — encoders and validating decoders for bootstrap messages.
+ */
+#include "bootstrap/wire.h"
+
+#include <arpa/inet.h>
+#include <string.h>
+
+#define ID_MAGIC 0x4c4d4944u /* "LMID" */
+#define ID_VERSION 1u
+
+void loom_put_u32(uint8_t *p, uint32_t v) {
+  p[0] = (uint8_t)(v >> 24);
+  p[1] = (uint8_t)(v >> 16);
+  p[2] = (uint8_t)(v >> 8);
+  p[3] = (uint8_t)v;
+}
+
+uint32_t loom_get_u32(const uint8_t *p) {
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+void loom_sockaddr_encode(const union loom_sockaddr *a, uint8_t out[20]) {
+  memset(out, 0, 20);
+  int family = a->sa.sa_family;
+  out[0] = family == AF_INET6 ? 6 : 4;
+  int port = loom_sockaddr_port(a);
+  out[2] = (uint8_t)(port >> 8);
+  out[3] = (uint8_t)port;
+  if (family == AF_INET6)
+    memcpy(out + 4, &a->sin6.sin6_addr, 16);
+  else
+    memcpy(out + 4, &a->sin.sin_addr, 4);
+}
+
+int loom_sockaddr_decode(const uint8_t in[20], union loom_sockaddr *a) {
+  memset(a, 0, sizeof *a);
+  int port = in[2] << 8 | in[3];
+  if (in[0] == 4) {
+    a->sin.sin_family = AF_INET;
+    memcpy(&a->sin.sin_addr, in + 4, 4);
+  } else if (in[0] == 6) {
+    a->sin6.sin6_family = AF_INET6;
+    memcpy(&a->sin6.sin6_addr, in + 4, 16);
+  } else {
+    return -1;
+  }
+  if (in[1] != 0)
+    return -1;
+  loom_sockaddr_set_port(a, port);
+  return 0;
+}
+
+/* Id layout: magic(4) version(4) flags(4) addr(20) secret(16), rest zero. */
+void loom_id_encode(const struct loom_id_fields *f, loomUniqueId *id) {
+  uint8_t *p = (uint8_t *)id->internal;
+  memset(id, 0, sizeof *id);
+  loom_put_u32(p, ID_MAGIC);
+  loom_put_u32(p + 4, ID_VERSION);
+  loom_put_u32(p + 8, f->from_env ? 1u : 0u);
+  loom_sockaddr_encode(&f->root, p + 12);
+  memcpy(p + 32, f->secret, LOOM_SECRET_BYTES);
+}
+
+int loom_id_decode(const loomUniqueId *id, struct loom_id_fields *f) {
+  const uint8_t *p = (const uint8_t *)id->internal;
+  if (loom_get_u32(p) != ID_MAGIC || loom_get_u32(p + 4) != ID_VERSION)
+    return -1;
+  uint32_t flags = loom_get_u32(p + 8);
+  if (flags > 1)
+    return -1;
+  memset(f, 0, sizeof *f);
+  f->from_env = (int)flags;
+  if (loom_sockaddr_decode(p + 12, &f->root) != 0 || loom_sockaddr_port(&f->root) == 0)
+    return -1;
+  memcpy(f->secret, p + 32, LOOM_SECRET_BYTES);
+  return 0;
+}
+
+void loom_frame_hdr_encode(const struct loom_frame_hdr *h,
+                           uint8_t out[LOOM_FRAME_HDR_BYTES]) {
+  loom_put_u32(out, LOOM_FRAME_MAGIC);
+  loom_put_u32(out + 4, h->type);
+  loom_put_u32(out + 8, h->len);
+}
+
+int loom_frame_hdr_decode(const uint8_t in[LOOM_FRAME_HDR_BYTES], uint32_t max_len,
+                          struct loom_frame_hdr *h) {
+  if (loom_get_u32(in) != LOOM_FRAME_MAGIC)
+    return -1;
+  h->type = loom_get_u32(in + 4);
+  h->len = loom_get_u32(in + 8);
+  if (h->type < LOOM_FRAME_HELLO || h->type > LOOM_FRAME_NOTICE)
+    return -1;
+  if (h->len > max_len || h->len > LOOM_FRAME_MAX_PAYLOAD)
+    return -1;
+  return 0;
+}
+
+/* Copies a fixed-size text field, forcing NUL termination. */
+static void copy_text(char *dst, const uint8_t *src, size_t n) {
+  memcpy(dst, src, n);
+  dst[n - 1] = '\0';
+}
+
+void loom_peer_info_encode(const struct loom_peer_info *p, uint8_t *out) {
+  loom_put_u32(out, (uint32_t)p->rank);
+  loom_put_u32(out + 4, (uint32_t)p->pid);
+  memset(out + 8, 0, LOOM_HOSTNAME_BYTES + LOOM_HOSTID_BYTES);
+  memcpy(out + 8, p->hostname, strnlen(p->hostname, LOOM_HOSTNAME_BYTES - 1));
+  memcpy(out + 8 + LOOM_HOSTNAME_BYTES, p->hostid,
+         strnlen(p->hostid, LOOM_HOSTID_BYTES - 1));
+  loom_sockaddr_encode(&p->listen_addr, out + 8 + LOOM_HOSTNAME_BYTES + LOOM_HOSTID_BYTES);
+}
+
+int loom_peer_info_decode(const uint8_t *in, struct loom_peer_info *p) {
+  memset(p, 0, sizeof *p);
+  p->rank = (int32_t)loom_get_u32(in);
+  p->pid = (int32_t)loom_get_u32(in + 4);
+  copy_text(p->hostname, in + 8, LOOM_HOSTNAME_BYTES);
+  copy_text(p->hostid, in + 8 + LOOM_HOSTNAME_BYTES, LOOM_HOSTID_BYTES);
+  if (p->rank < 0 || p->pid <= 0)
+    return -1;
+  return loom_sockaddr_decode(in + 8 + LOOM_HOSTNAME_BYTES + LOOM_HOSTID_BYTES,
+                              &p->listen_addr);
+}
+
+void loom_hello_encode(const uint8_t secret[LOOM_SECRET_BYTES], int32_t nranks,
+                       const struct loom_peer_info *p, uint8_t *out) {
+  memcpy(out, secret, LOOM_SECRET_BYTES);
+  loom_put_u32(out + LOOM_SECRET_BYTES, (uint32_t)nranks);
+  loom_peer_info_encode(p, out + LOOM_SECRET_BYTES + 4);
+}
+
+int loom_hello_decode(const uint8_t *in, uint8_t secret[LOOM_SECRET_BYTES],
+                      int32_t *nranks, struct loom_peer_info *p) {
+  memcpy(secret, in, LOOM_SECRET_BYTES);
+  *nranks = (int32_t)loom_get_u32(in + LOOM_SECRET_BYTES);
+  if (*nranks <= 0)
+    return -1;
+  if (loom_peer_info_decode(in + LOOM_SECRET_BYTES + 4, p) != 0)
+    return -1;
+  return p->rank < *nranks ? 0 : -1;
+}
+
+void loom_notice_encode(const struct loom_notice *n, uint8_t out[LOOM_NOTICE_BYTES]) {
+  loom_put_u32(out, (uint32_t)n->suspect);
+  loom_put_u32(out + 4, (uint32_t)n->reporter);
+  loom_put_u32(out + 8, (uint32_t)n->kind);
+}
+
+int loom_notice_decode(const uint8_t in[LOOM_NOTICE_BYTES], struct loom_notice *n) {
+  n->suspect = (int32_t)loom_get_u32(in);
+  n->reporter = (int32_t)loom_get_u32(in + 4);
+  n->kind = (int32_t)loom_get_u32(in + 8);
+  if (n->suspect < 0 || n->reporter < 0 || n->kind < LOOM_NOTICE_DIED ||
+      n->kind > LOOM_NOTICE_ABORT)
+    return -1;
+  return 0;
+}
+
+int loom_secret_equal(const uint8_t *a, const uint8_t *b) {
+  uint8_t diff = 0;
+  for (int i = 0; i < LOOM_SECRET_BYTES; i++)
+    diff |= (uint8_t)(a[i] ^ b[i]);
+  return diff == 0;
+}

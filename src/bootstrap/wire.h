@@ -1,0 +1,95 @@
+/*
+ * wire.h — byte layouts of everything the bootstrap sends or stores: the
+ * unique id, message frames, the hello a rank sends the root and the peer
+ * info the root hands back.  Integers are big-endian on the wire so that a
+ * malformed or foreign message is recognised, never trusted.
+ */
+#ifndef LOOM_BOOTSTRAP_WIRE_H
+#define LOOM_BOOTSTRAP_WIRE_H
+
+#include "bootstrap/socket.h"
+#include "loom.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define LOOM_SECRET_BYTES 16
+#define LOOM_HOSTNAME_BYTES 64
+#define LOOM_HOSTID_BYTES 64
+
+/* ---- unique id ---- */
+struct loom_id_fields {
+  union loom_sockaddr root;                 /* where the root listens */
+  uint8_t secret[LOOM_SECRET_BYTES];        /* random, or derived from LOOM_COMM_ID */
+  int from_env;                             /* 1: made from LOOM_COMM_ID (rank 0 hosts root) */
+};
+void loom_id_encode(const struct loom_id_fields *f, loomUniqueId *id);
+/* 0 on success, -1 when `id` is not a Loom id (bad magic/version/family). */
+int loom_id_decode(const loomUniqueId *id, struct loom_id_fields *f);
+
+/* ---- frames: every bootstrap message starts with this header ---- */
+#define LOOM_FRAME_MAGIC 0x4c4d4231u /* "LMB1" */
+#define LOOM_FRAME_HDR_BYTES 12
+#define LOOM_FRAME_MAX_PAYLOAD (64u << 20) /* larger frames are rejected */
+
+enum loom_frame_type {
+  LOOM_FRAME_HELLO = 1,  /* rank -> root: secret, nranks, peer info */
+  LOOM_FRAME_TABLE = 2,  /* root -> rank: every rank's peer info */
+  LOOM_FRAME_ERROR = 3,  /* root -> rank: text saying why init failed */
+  LOOM_FRAME_RING = 4,   /* ring neighbour hello: secret, rank */
+  LOOM_FRAME_DATA = 5,   /* bootstrap allgather block */
+  LOOM_FRAME_NOTICE = 6, /* failure notice travelling the ring */
+};
+
+struct loom_frame_hdr {
+  uint32_t type;
+  uint32_t len; /* payload bytes */
+};
+void loom_frame_hdr_encode(const struct loom_frame_hdr *h, uint8_t out[LOOM_FRAME_HDR_BYTES]);
+/* 0 on success; -1 bad magic, unknown type or len above max_len. */
+int loom_frame_hdr_decode(const uint8_t in[LOOM_FRAME_HDR_BYTES], uint32_t max_len,
+                          struct loom_frame_hdr *h);
+
+/* ---- what each rank tells the others at rendezvous ---- */
+struct loom_peer_info {
+  int32_t rank;
+  int32_t pid;
+  char hostname[LOOM_HOSTNAME_BYTES];
+  char hostid[LOOM_HOSTID_BYTES];    /* hostname + boot id: same node <=> equal */
+  union loom_sockaddr listen_addr;   /* bootstrap ring listener */
+};
+#define LOOM_PEER_INFO_BYTES (8 + LOOM_HOSTNAME_BYTES + LOOM_HOSTID_BYTES + 20)
+void loom_peer_info_encode(const struct loom_peer_info *p, uint8_t *out);
+int loom_peer_info_decode(const uint8_t *in, struct loom_peer_info *p);
+
+/* HELLO payload: secret, nranks, peer info. */
+#define LOOM_HELLO_BYTES (LOOM_SECRET_BYTES + 4 + LOOM_PEER_INFO_BYTES)
+void loom_hello_encode(const uint8_t secret[LOOM_SECRET_BYTES], int32_t nranks,
+                       const struct loom_peer_info *p, uint8_t *out);
+int loom_hello_decode(const uint8_t *in, uint8_t secret[LOOM_SECRET_BYTES],
+                      int32_t *nranks, struct loom_peer_info *p);
+
+/* RING payload: secret, sender rank. */
+#define LOOM_RING_HELLO_BYTES (LOOM_SECRET_BYTES + 4)
+
+/* NOTICE payload: suspect rank, reporter rank, kind. */
+enum loom_notice_kind { LOOM_NOTICE_DIED = 1, LOOM_NOTICE_TIMEOUT = 2, LOOM_NOTICE_ABORT = 3 };
+#define LOOM_NOTICE_BYTES 12
+struct loom_notice {
+  int32_t suspect, reporter, kind;
+};
+void loom_notice_encode(const struct loom_notice *n, uint8_t out[LOOM_NOTICE_BYTES]);
+int loom_notice_decode(const uint8_t in[LOOM_NOTICE_BYTES], struct loom_notice *n);
+
+/* Constant-time comparison of two secrets (1 when equal). */
+int loom_secret_equal(const uint8_t *a, const uint8_t *b);
+
+/* Big-endian helpers. */
+void loom_put_u32(uint8_t *p, uint32_t v);
+uint32_t loom_get_u32(const uint8_t *p);
+
+/* Socket addresses in 20 bytes: family(2) port(2) address(16). */
+void loom_sockaddr_encode(const union loom_sockaddr *a, uint8_t out[20]);
+int loom_sockaddr_decode(const uint8_t in[20], union loom_sockaddr *a);
+
+#endif

@@ -1,0 +1,212 @@
+/*
+ * config.c — the table of every LOOM_* variable and its parsers.
+ */
+#include "core/config.h"
+#include "core/log.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
+    [LOOM_PARAM_DEBUG] = {"LOOM_DEBUG", LOOM_PARAM_T_STRING, "WARN", 0, 0,
+                          "log level: NONE, WARN, INFO or TRACE"},
+    [LOOM_PARAM_DEBUG_SUBSYS] =
+        {"LOOM_DEBUG_SUBSYS", LOOM_PARAM_T_STRING, "ALL", 0, 0,
+         "comma list of subsystems to log (INIT, BOOTSTRAP, NET, COLL, "
+         "ENV, ALL); ^ first excludes them"},
+    [LOOM_PARAM_DEBUG_FILE] =
+        {"LOOM_DEBUG_FILE", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "write the log to this file instead of stderr; %h = host, %p = pid"},
+    [LOOM_PARAM_COMM_ID] =
+        {"LOOM_COMM_ID", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "host:port of the bootstrap root shared by all ranks (set by "
+         "loomrun); rank 0 hosts it"},
+    [LOOM_PARAM_RANK] = {"LOOM_RANK", LOOM_PARAM_T_INT, NULL, 0, INT_MAX,
+                         "this process's rank (set by loomrun)"},
+    [LOOM_PARAM_NRANKS] = {"LOOM_NRANKS", LOOM_PARAM_T_INT, NULL, 1, INT_MAX,
+                           "number of ranks in the job (set by loomrun)"},
+    [LOOM_PARAM_LOCAL_RANK] =
+        {"LOOM_LOCAL_RANK", LOOM_PARAM_T_INT, NULL, 0, INT_MAX,
+         "this process's rank on its node (set by loomrun)"},
+    [LOOM_PARAM_SOCKET_IFNAME] =
+        {"LOOM_SOCKET_IFNAME", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "network interfaces to use: prefixes separated by commas, ^ to "
+         "exclude, = for exact names (default: any but lo and docker, then "
+         "lo)"},
+    [LOOM_PARAM_SOCKET_FAMILY] =
+        {"LOOM_SOCKET_FAMILY", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "AF_INET or AF_INET6 to restrict interface addresses to one family"},
+    [LOOM_PARAM_PORT_RANGE] =
+        {"LOOM_PORT_RANGE", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "lo-hi: every listening socket binds a port in this range (next "
+         "port on EADDRINUSE); default: any port the kernel gives"},
+    [LOOM_PARAM_BOOTSTRAP_TIMEOUT] =
+        {"LOOM_BOOTSTRAP_TIMEOUT", LOOM_PARAM_T_INT, "120", 1, 86400,
+         "seconds every rendezvous, bootstrap allgather and barrier may "
+         "wait before failing and naming the ranks that did not arrive"},
+    [LOOM_PARAM_TIMEOUT_MS] =
+        {"LOOM_TIMEOUT_MS", LOOM_PARAM_T_INT, "300000", 0, INT_MAX,
+         "default milliseconds a collective waits for a peer "
+         "(loomConfig_t.timeout_ms overrides); 0 = for ever"},
+    [LOOM_PARAM_SOCKET_NSOCKS] =
+        {"LOOM_SOCKET_NSOCKS", LOOM_PARAM_T_INT, "2", 1, 16,
+         "TCP sockets per peer; large messages are striped across them"},
+    [LOOM_PARAM_CHUNK_BYTES] =
+        {"LOOM_CHUNK_BYTES", LOOM_PARAM_T_SIZE, "512K", 4096, 1 << 30,
+         "pipeline slice: collectives move and reduce data in pieces of "
+         "at most this many bytes"},
+    [LOOM_PARAM_SPIN_US] =
+        {"LOOM_SPIN_US", LOOM_PARAM_T_INT, "50", 0, 1000000,
+         "microseconds to poll without sleeping before waiting in the "
+         "kernel (lower it when ranks outnumber cores)"},
+};
+
+struct param_value {
+  int loaded;
+  int is_set;
+  int64_t ival;
+  const char *sval; /* points into the environment or the table */
+};
+
+static struct param_value values[LOOM_PARAM_COUNT];
+static pthread_mutex_t values_lock = PTHREAD_MUTEX_INITIALIZER;
+
+const struct loom_param_info *loom_param_table(void) { return params; }
+
+int loom_parse_int(const char *text, int64_t *out) {
+  if (text == NULL || *text == '\0')
+    return -1;
+  char *end = NULL;
+  errno = 0;
+  long long v = strtoll(text, &end, 10);
+  if (errno != 0 || end == text)
+    return -1;
+  while (isspace((unsigned char)*end))
+    end++;
+  if (*end != '\0')
+    return -1;
+  *out = v;
+  return 0;
+}
+
+int loom_parse_size(const char *text, int64_t *out) {
+  if (text == NULL || !isdigit((unsigned char)*text))
+    return -1;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long v = strtoull(text, &end, 10);
+  if (errno != 0 || end == text)
+    return -1;
+  int shift = 0;
+  switch (toupper((unsigned char)*end)) {
+  case '\0':
+    break;
+  case 'K':
+    shift = 10;
+    break;
+  case 'M':
+    shift = 20;
+    break;
+  case 'G':
+    shift = 30;
+    break;
+  default:
+    return -1;
+  }
+  if (shift) {
+    end++;
+    if (toupper((unsigned char)*end) == 'B')
+      end++;
+    else if (toupper((unsigned char)*end) == 'I' &&
+             toupper((unsigned char)end[1]) == 'B')
+      end += 2;
+  }
+  if (*end != '\0')
+    return -1;
+  if (v > ((unsigned long long)INT64_MAX >> shift))
+    return -1;
+  *out = (int64_t)(v << shift);
+  return 0;
+}
+
+int loom_parse_port_range(const char *text, int *lo, int *hi) {
+  if (text == NULL)
+    return -1;
+  const char *dash = strchr(text, '-');
+  if (dash == NULL)
+    return -1;
+  char first[16];
+  size_t n = (size_t)(dash - text);
+  if (n == 0 || n >= sizeof first)
+    return -1;
+  memcpy(first, text, n);
+  first[n] = '\0';
+  int64_t a, b;
+  if (loom_parse_int(first, &a) != 0 || loom_parse_int(dash + 1, &b) != 0)
+    return -1;
+  if (a < 1 || b > 65535 || a > b)
+    return -1;
+  *lo = (int)a;
+  *hi = (int)b;
+  return 0;
+}
+
+/* Fills values[id]; writes a warning into `warn` (empty when none) so that
+ * the caller can log it after dropping the lock (logging reads this table). */
+static void load_value(loom_param_id id, char *warn, size_t warn_len) {
+  const struct loom_param_info *p = &params[id];
+  struct param_value *v = &values[id];
+  const char *env = getenv(p->name);
+  v->is_set = env != NULL;
+  v->sval = env ? env : p->default_value;
+  v->ival = 0;
+  if (p->type != LOOM_PARAM_T_STRING) {
+    int64_t parsed = 0;
+    int ok = 0;
+    if (v->sval != NULL) {
+      ok = (p->type == LOOM_PARAM_T_INT ? loom_parse_int(v->sval, &parsed)
+                                        : loom_parse_size(v->sval, &parsed)) == 0;
+      ok = ok && parsed >= p->min && parsed <= p->max;
+    }
+    if (!ok && env != NULL) {
+      snprintf(warn, warn_len, "%s=\"%s\" is not valid (expected %s in [%lld, %lld]); "
+                "using the default %s",
+                p->name, env, p->type == LOOM_PARAM_T_INT ? "an integer" : "a size",
+                (long long)p->min, (long long)p->max,
+                p->default_value ? p->default_value : "(unset)");
+      v->sval = p->default_value;
+      ok = v->sval != NULL &&
+           (p->type == LOOM_PARAM_T_INT ? loom_parse_int(v->sval, &parsed)
+                                        : loom_parse_size(v->sval, &parsed)) == 0;
+    }
+    v->ival = ok ? parsed : 0;
+  }
+  v->loaded = 1;
+}
+
+static const struct param_value *get_value(loom_param_id id) {
+  char warn[256] = "";
+  pthread_mutex_lock(&values_lock);
+  if (!values[id].loaded)
+    load_value(id, warn, sizeof warn);
+  pthread_mutex_unlock(&values_lock);
+  if (warn[0] != '\0')
+    LOOM_WARN(LOOM_LOG_ENV, "%s", warn);
+  return &values[id];
+}
+
+int64_t loom_param_int(loom_param_id id) { return get_value(id)->ival; }
+const char *loom_param_str(loom_param_id id) { return get_value(id)->sval; }
+int loom_param_is_set(loom_param_id id) { return get_value(id)->is_set; }
+
+void loom_config_reload(void) {
+  pthread_mutex_lock(&values_lock);
+  memset(values, 0, sizeof values);
+  pthread_mutex_unlock(&values_lock);
+  loom_log_reload();
+}

@@ -1,0 +1,68 @@
+/*
+ * config.h — the one table of LOOM_* environment variables.
+ *
+ * Every tunable is declared once in config.c (name, type, default, help) and
+ * read through these accessors; nothing else in Loom calls getenv() for a
+ * LOOM_* variable.  loom-info prints the table.
+ */
+#ifndef LOOM_CORE_CONFIG_H
+#define LOOM_CORE_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+  LOOM_PARAM_DEBUG,
+  LOOM_PARAM_DEBUG_SUBSYS,
+  LOOM_PARAM_DEBUG_FILE,
+  LOOM_PARAM_COMM_ID,
+  LOOM_PARAM_RANK,
+  LOOM_PARAM_NRANKS,
+  LOOM_PARAM_LOCAL_RANK,
+  LOOM_PARAM_SOCKET_IFNAME,
+  LOOM_PARAM_SOCKET_FAMILY,
+  LOOM_PARAM_PORT_RANGE,
+  LOOM_PARAM_BOOTSTRAP_TIMEOUT,
+  LOOM_PARAM_TIMEOUT_MS,
+  LOOM_PARAM_SOCKET_NSOCKS,
+  LOOM_PARAM_CHUNK_BYTES,
+  LOOM_PARAM_SPIN_US,
+  LOOM_PARAM_COUNT
+} loom_param_id;
+
+typedef enum {
+  LOOM_PARAM_T_INT,    /* decimal integer */
+  LOOM_PARAM_T_SIZE,   /* byte count with optional K/M/G suffix (powers of 2) */
+  LOOM_PARAM_T_STRING, /* free text, validated by its user */
+} loom_param_type;
+
+struct loom_param_info {
+  const char *name; /* full variable name, e.g. "LOOM_DEBUG" */
+  loom_param_type type;
+  const char *default_value; /* as text; NULL = unset */
+  int64_t min, max;          /* bounds for INT and SIZE */
+  const char *help;
+};
+
+/* The table itself, LOOM_PARAM_COUNT entries, in loom_param_id order. */
+const struct loom_param_info *loom_param_table(void);
+
+/* Typed values.  A value that does not parse or is out of bounds is reported
+ * once (WARN) and the default is used instead. */
+int64_t loom_param_int(loom_param_id id);
+/* NULL when unset and without default. */
+const char *loom_param_str(loom_param_id id);
+/* Whether the variable is set in the environment (not just defaulted). */
+int loom_param_is_set(loom_param_id id);
+
+/* Parses "123", "4K", "64M", "1G" into bytes; 0 on success, -1 on error. */
+int loom_parse_size(const char *text, int64_t *out);
+/* Parses a decimal integer with optional sign; 0 on success, -1 on error. */
+int loom_parse_int(const char *text, int64_t *out);
+/* Parses "lo-hi" (1 <= lo <= hi <= 65535); 0 on success, -1 on error. */
+int loom_parse_port_range(const char *text, int *lo, int *hi);
+
+/* Re-reads the environment (tests change it between cases). */
+void loom_config_reload(void);
+
+#endif

@@ -1,0 +1,59 @@
+/*
+ * error.c — result-code strings and the per-thread last error.
+ */
+#include "core/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+
+static __thread char last_error[1024];
+
+loomResult_t loom_error(loomResult_t code, int subsys, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+  LOOM_WARN(subsys, "%s: %s", loomGetErrorString(code), last_error);
+  return code;
+}
+
+const char *loom_last_error(void) { return last_error; }
+void loom_clear_last_error(void) { last_error[0] = '\0'; }
+
+const char *loomGetErrorString(loomResult_t result) {
+  switch (result) {
+  case loomSuccess:
+    return "no error";
+  case loomUnhandledCudaError:
+    return "unhandled device runtime error";
+  case loomSystemError:
+    return "system error (a system call failed; see the log)";
+  case loomInternalError:
+    return "internal error (a bug in Loom)";
+  case loomInvalidArgument:
+    return "invalid argument";
+  case loomInvalidUsage:
+    return "invalid usage";
+  case loomRemoteError:
+    return "remote process exited or there was a network error";
+  case loomInProgress:
+    return "operation in progress";
+  case loomTimeout:
+    return "timeout waiting for a peer";
+  default:
+    return "unknown result code";
+  }
+}
+
+const char *loomGetLastError(loomComm_t comm) {
+  (void)comm;
+  return last_error;
+}
+
+loomResult_t loomGetVersion(int *version) {
+  if (version == NULL)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
+                      "loomGetVersion: version is NULL");
+  *version = LOOM_VERSION_CODE;
+  return loomSuccess;
+}

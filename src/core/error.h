@@ -1,0 +1,40 @@
+/*
+ * error.h — result propagation and the per-thread last-error text.
+ *
+ * An error is reported once, where it is first seen, with loom_error(): it
+ * logs a WARN line and keeps the text for loomGetLastError().  Callers above
+ * only pass the code up with LOOM_CHECK.
+ */
+#ifndef LOOM_CORE_ERROR_H
+#define LOOM_CORE_ERROR_H
+
+#include "loom.h"
+#include "core/log.h"
+
+/* Records and logs `fmt`, returns `code`. */
+loomResult_t loom_error(loomResult_t code, int subsys, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The calling thread's last error text ("" when none). */
+const char *loom_last_error(void);
+void loom_clear_last_error(void);
+
+#define LOOM_CHECK(call)                                                       \
+  do {                                                                         \
+    loomResult_t loom_check_res_ = (call);                                     \
+    if (loom_check_res_ != loomSuccess) {                                      \
+      LOOM_TRACE(LOOM_LOG_ALL, "%s -> %d", #call, (int)loom_check_res_);       \
+      return loom_check_res_;                                                  \
+    }                                                                          \
+  } while (0)
+
+#define LOOM_CHECK_GOTO(call, res, label)                                      \
+  do {                                                                         \
+    (res) = (call);                                                            \
+    if ((res) != loomSuccess) {                                                \
+      LOOM_TRACE(LOOM_LOG_ALL, "%s -> %d", #call, (int)(res));                 \
+      goto label;                                                              \
+    }                                                                          \
+  } while (0)
+
+#endif

@@ -1,0 +1,50 @@
+/*
+ * engine.h — runs a schedule over a transport: slices every step's block,
+ * posts sends and receives in the order both sides agree on, reduces what
+ * arrives, and waits (spin, then poll) with a deadline, an abort flag and
+ * failure notices from the bootstrap ring.
+ */
+#ifndef LOOM_ENGINE_ENGINE_H
+#define LOOM_ENGINE_ENGINE_H
+
+#include "bootstrap/bootstrap.h"
+#include "loom.h"
+#include "sched/schedule.h"
+#include "transport.h"
+
+struct loom_engine {
+  int rank, nranks;
+  const struct loom_transport *tp;
+  void *tp_ctx;
+  void **conns;                  /* per rank, NULL when not connected */
+  struct loom_bootstrap *bs;     /* failure notices travel its ring */
+  const volatile int *abort_flag;
+  int wake_fd;                   /* eventfd written by loomCommAbort */
+  int timeout_ms;                /* no progress for this long = loomTimeout */
+  int spin_us;
+  size_t chunk_bytes;
+  /* scratch, grown on demand */
+  void *temp;                    /* reduce landing slots */
+  size_t temp_slot_bytes;
+  int temp_slots;
+  struct loom_xfer *xfers;
+  size_t xfers_cap;
+  unsigned char *recv_done;
+  size_t recv_done_cap;
+};
+
+/* What one collective call asks of the engine. */
+struct loom_engine_op {
+  const char *name; /* "allreduce", for messages */
+  const struct loom_schedule *sched;
+  const void *sendbuff;
+  void *recvbuff;
+  loomDataType_t datatype;
+  loomRedOp_t op;
+};
+
+loomResult_t loom_engine_init(struct loom_engine *e);
+loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op *op);
+void loom_engine_fini(struct loom_engine *e);
+
+#endif

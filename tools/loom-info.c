@@ -1,0 +1,49 @@
+/*
+ * loom-info — prints Loom's version, what was built in, and every LOOM_*
+ * variable with its current value, default and meaning.
+ */
+#include "config.h"
+#include "core/config.h"
+#include "loom.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static void usage(FILE *out) {
+  fprintf(out, "usage: loom-info [--vars-only] [-h]\n"
+               "Prints the library version, the features built in and every LOOM_*\n"
+               "environment variable with its value (\"*\" marks those set).\n");
+}
+
+int main(int argc, char **argv) {
+  int vars_only = 0;
+  for (int i = 1; i < argc; i++) {
+    if (strcmp(argv[i], "--vars-only") == 0) {
+      vars_only = 1;
+    } else if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) {
+      usage(stdout);
+      return 0;
+    } else {
+      usage(stderr);
+      return 2;
+    }
+  }
+  if (!vars_only) {
+    int version = 0;
+    loomGetVersion(&version);
+    printf("Loom %d.%d.%d (version code %d, header %d)\n", version / 10000,
+           (version / 100) % 100, version % 100, version, LOOM_VERSION_CODE);
+    printf("built in: %s\n", LOOM_FEATURES);
+    printf("configure found: %s\n\n", LOOM_DETECTED);
+    printf("Environment variables (* = set in this environment):\n");
+  }
+  const struct loom_param_info *table = loom_param_table();
+  for (int i = 0; i < LOOM_PARAM_COUNT; i++) {
+    const struct loom_param_info *p = &table[i];
+    const char *value = loom_param_str((loom_param_id)i);
+    printf("%c %-24s = %-16s (default %s)\n", loom_param_is_set((loom_param_id)i) ? '*' : ' ',
+           p->name, value ? value : "(unset)", p->default_value ? p->default_value : "unset");
+    printf("      %s\n", p->help);
+  }
+  return 0;
+}

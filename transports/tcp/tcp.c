@@ -1,0 +1,250 @@
+/*
+ * tcp.c — the TCP transport: listening, connection set-up (the lower rank
+ * connects, the higher accepts, each socket introduced by an authenticated
+ * hello) and the vtable.
+ */
+#include "tcp.h"
+#include "bootstrap/socket.h"
+#include "bootstrap/wire.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "core/timeutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define TCP_ADDR_BYTES 20
+#define TCP_HELLO_BYTES (LOOM_SECRET_BYTES + 12)
+
+static loomResult_t tcp_init(const struct loom_transport_comm *info, void **out,
+                             void *addr) {
+  struct tcp_ctx *ctx = calloc(1, sizeof *ctx);
+  if (ctx == NULL)
+    return loom_error(loomSystemError, LOOM_LOG_NET, "out of memory");
+  ctx->conns = calloc((size_t)info->nranks, sizeof *ctx->conns);
+  if (ctx->conns == NULL) {
+    free(ctx);
+    return loom_error(loomSystemError, LOOM_LOG_NET, "out of memory");
+  }
+  ctx->rank = info->rank;
+  ctx->nranks = info->nranks;
+  ctx->nsocks = (int)loom_param_int(LOOM_PARAM_SOCKET_NSOCKS);
+  ctx->comm_name = info->comm_name;
+  memcpy(ctx->secret, info->secret, LOOM_SECRET_BYTES);
+  union loom_sockaddr local = *(const union loom_sockaddr *)info->local_sockaddr, bound;
+  loom_sockaddr_set_port(&local, 0);
+  loomResult_t res = loom_socket_listen(&local, &ctx->listen_fd, &bound);
+  if (res != loomSuccess) {
+    free(ctx->conns);
+    free(ctx);
+    return res;
+  }
+  loom_sockaddr_encode(&bound, addr);
+  char text[LOOM_ADDR_STRLEN];
+  loom_sockaddr_str(&bound, text, sizeof text);
+  LOOM_INFO(LOOM_LOG_NET, "tcp: rank %d listening on %s, %d socket(s) per peer",
+            ctx->rank, text, ctx->nsocks);
+  *out = ctx;
+  return loomSuccess;
+}
+
+static struct tcp_conn *new_conn(struct tcp_ctx *ctx, int peer) {
+  struct tcp_conn *c = calloc(1, sizeof *c);
+  if (c == NULL)
+    return NULL;
+  c->socks = calloc((size_t)ctx->nsocks, sizeof *c->socks);
+  if (c->socks == NULL) {
+    free(c);
+    return NULL;
+  }
+  for (int i = 0; i < ctx->nsocks; i++)
+    c->socks[i].fd = -1;
+  c->peer = peer;
+  c->nsocks = ctx->nsocks;
+  c->ctx = ctx;
+  return c;
+}
+
+static void free_conn(struct tcp_conn *c) {
+  if (c == NULL)
+    return;
+  for (int i = 0; i < c->nsocks; i++) {
+    if (c->socks[i].fd >= 0)
+      close(c->socks[i].fd);
+    tcp_queue_free(&c->socks[i].sendq);
+    tcp_queue_free(&c->socks[i].recvq);
+  }
+  free(c->socks);
+  free(c);
+}
+
+static int conn_complete(const struct tcp_conn *c) {
+  for (int i = 0; i < c->nsocks; i++)
+    if (c->socks[i].fd < 0)
+      return 0;
+  return 1;
+}
+
+/* Accepts one socket and files it under its peer, or drops it. */
+static loomResult_t accept_one(struct tcp_ctx *ctx, const char *expecting,
+                               uint64_t deadline) {
+  int fd;
+  LOOM_CHECK(loom_socket_accept(ctx->listen_fd, deadline, expecting, &fd));
+  uint8_t hello[TCP_HELLO_BYTES];
+  uint64_t short_deadline = loom_deadline_ms(2000);
+  if (short_deadline > deadline)
+    short_deadline = deadline;
+  const char *why = NULL;
+  if (loom_socket_recv_all(fd, hello, sizeof hello, short_deadline, "a connecting peer") !=
+      loomSuccess)
+    why = "no complete hello";
+  else if (!loom_secret_equal(hello, ctx->secret))
+    why = "wrong secret (another job?)";
+  int peer = (int)loom_get_u32(hello + LOOM_SECRET_BYTES);
+  int idx = (int)loom_get_u32(hello + LOOM_SECRET_BYTES + 4);
+  int nsocks = (int)loom_get_u32(hello + LOOM_SECRET_BYTES + 8);
+  struct tcp_conn *c = NULL;
+  if (why == NULL) {
+    if (peer < 0 || peer >= ctx->nranks || ctx->conns[peer] == NULL ||
+        peer >= ctx->rank)
+      why = "a rank this rank is not connecting to";
+    else if (nsocks != ctx->nsocks) {
+      close(fd);
+      return loom_error(loomInvalidUsage, LOOM_LOG_NET,
+                        "rank %d uses LOOM_SOCKET_NSOCKS=%d but rank %d uses %d: "
+                        "set the same value on every rank",
+                        peer, nsocks, ctx->rank, ctx->nsocks);
+    } else if (idx < 0 || idx >= nsocks || (c = ctx->conns[peer])->socks[idx].fd >= 0)
+      why = "a duplicate or out-of-range socket index";
+  }
+  if (why != NULL) {
+    LOOM_WARN(LOOM_LOG_NET, "tcp: rank %d dropped an incoming connection: %s",
+              ctx->rank, why);
+    close(fd);
+    return loomSuccess;
+  }
+  c->socks[idx].fd = fd;
+  return loomSuccess;
+}
+
+static loomResult_t tcp_connect(void *vctx, int npeers, const int *peers,
+                                const void *addrs, uint64_t deadline, void **conns) {
+  struct tcp_ctx *ctx = vctx;
+  loomResult_t res = loomSuccess;
+  int pending_accepts = 0;
+  for (int i = 0; i < npeers; i++) {
+    int p = peers[i];
+    if (ctx->conns[p] != NULL)
+      continue;
+    if ((ctx->conns[p] = new_conn(ctx, p)) == NULL)
+      return loom_error(loomSystemError, LOOM_LOG_NET, "out of memory");
+    if (p > ctx->rank)
+      continue; /* it connects to us */
+    pending_accepts++;
+  }
+  /* Lower rank connects: the kernel's accept queue holds our connections
+   * until the peer accepts, so connecting first cannot deadlock. */
+  for (int i = 0; i < npeers; i++) {
+    int p = peers[i];
+    struct tcp_conn *c = ctx->conns[p];
+    if (p < ctx->rank || conn_complete(c))
+      continue;
+    union loom_sockaddr peer_addr;
+    loom_sockaddr_decode((const uint8_t *)addrs + (size_t)p * TCP_ADDR_BYTES, &peer_addr);
+    char what[64];
+    snprintf(what, sizeof what, "rank %d (tcp)", p);
+    for (int s = 0; s < ctx->nsocks; s++) {
+      LOOM_CHECK(loom_socket_connect(&peer_addr, deadline, 0, what, &c->socks[s].fd));
+      uint8_t hello[TCP_HELLO_BYTES];
+      memcpy(hello, ctx->secret, LOOM_SECRET_BYTES);
+      loom_put_u32(hello + LOOM_SECRET_BYTES, (uint32_t)ctx->rank);
+      loom_put_u32(hello + LOOM_SECRET_BYTES + 4, (uint32_t)s);
+      loom_put_u32(hello + LOOM_SECRET_BYTES + 8, (uint32_t)ctx->nsocks);
+      LOOM_CHECK(loom_socket_send_all(c->socks[s].fd, hello, sizeof hello, deadline, what));
+    }
+  }
+  for (;;) {
+    int missing = -1;
+    for (int i = 0; i < npeers && missing < 0; i++)
+      if (!conn_complete(ctx->conns[peers[i]]))
+        missing = peers[i];
+    if (missing < 0)
+      break;
+    char expecting[64];
+    snprintf(expecting, sizeof expecting, "rank %d (tcp connection)", missing);
+    LOOM_CHECK_GOTO(accept_one(ctx, expecting, deadline), res, out);
+  }
+  for (int i = 0; i < npeers; i++)
+    conns[i] = ctx->conns[peers[i]];
+out:
+  return res;
+}
+
+static loomResult_t tcp_isend(void *conn, struct loom_xfer *x) {
+  return tcp_post(conn, x, 1);
+}
+
+static loomResult_t tcp_irecv(void *conn, struct loom_xfer *x) {
+  return tcp_post(conn, x, 0);
+}
+
+static loomResult_t tcp_progress(void *vctx, int *progressed, int *failed_peer) {
+  struct tcp_ctx *ctx = vctx;
+  for (int p = 0; p < ctx->nranks; p++) {
+    struct tcp_conn *c = ctx->conns[p];
+    if (c == NULL)
+      continue;
+    loomResult_t res = tcp_progress_conn(c, progressed);
+    if (res != loomSuccess) {
+      *failed_peer = p;
+      return res;
+    }
+  }
+  return loomSuccess;
+}
+
+static int tcp_poll_fds(void *vctx, struct pollfd *fds, int max) {
+  struct tcp_ctx *ctx = vctx;
+  int n = 0;
+  for (int p = 0; p < ctx->nranks; p++) {
+    struct tcp_conn *c = ctx->conns[p];
+    for (int i = 0; c != NULL && i < c->nsocks && n < max; i++) {
+      short events = (short)((c->socks[i].sendq.count ? POLLOUT : 0) |
+                             (c->socks[i].recvq.count ? POLLIN : 0));
+      if (events) {
+        fds[n].fd = c->socks[i].fd;
+        fds[n].events = events;
+        fds[n].revents = 0;
+        n++;
+      }
+    }
+  }
+  return n;
+}
+
+static void tcp_fini(void *vctx) {
+  struct tcp_ctx *ctx = vctx;
+  if (ctx == NULL)
+    return;
+  for (int p = 0; p < ctx->nranks; p++)
+    free_conn(ctx->conns[p]);
+  if (ctx->listen_fd >= 0)
+    close(ctx->listen_fd);
+  free(ctx->conns);
+  free(ctx);
+}
+
+const struct loom_transport loom_transport_tcp = {
+    .name = "tcp",
+    .api_version = LOOM_TRANSPORT_API_VERSION,
+    .addr_bytes = TCP_ADDR_BYTES,
+    .init = tcp_init,
+    .connect = tcp_connect,
+    .isend = tcp_isend,
+    .irecv = tcp_irecv,
+    .progress = tcp_progress,
+    .poll_fds = tcp_poll_fds,
+    .fini = tcp_fini,
+};

@@ -1,0 +1,64 @@
+/*
+ * tcp.h — internals of the TCP transport shared by its files: a connection
+ * to one peer is several non-blocking sockets; each message is cut into
+ * parts striped over them, each part preceded by a small header that the
+ * receiver checks against what it posted.
+ */
+#ifndef LOOM_TRANSPORT_TCP_H
+#define LOOM_TRANSPORT_TCP_H
+
+#include "transport.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TCP_PART_MAGIC 0x4c4d5431u /* "LMT1" */
+#define TCP_PART_HDR_BYTES 16
+/* Messages below this go whole over one socket; larger ones are striped. */
+#define TCP_STRIPE_MIN (128u << 10)
+
+struct tcp_part {
+  struct loom_xfer *xfer;
+  size_t offset, len; /* the slice of xfer->buf this part carries */
+  size_t done;        /* header + payload bytes moved so far */
+  uint8_t hdr[TCP_PART_HDR_BYTES];
+};
+
+/* A growable FIFO of parts. */
+struct tcp_part_queue {
+  struct tcp_part *items;
+  size_t head, count, cap;
+};
+
+struct tcp_sock {
+  int fd;
+  struct tcp_part_queue sendq, recvq;
+};
+
+struct tcp_conn {
+  int peer;
+  int nsocks;
+  struct tcp_sock *socks;
+  uint64_t sent_msgs, recv_msgs; /* message counters choose the sockets */
+  loomResult_t failed;           /* first error, kept for later calls */
+  struct tcp_ctx *ctx;
+};
+
+struct tcp_ctx {
+  int rank, nranks;
+  int nsocks;
+  uint8_t secret[16];
+  int listen_fd;
+  struct tcp_conn **conns; /* per rank, NULL until connected */
+  const char *comm_name;
+};
+
+/* tcp_stream.c */
+loomResult_t tcp_post(struct tcp_conn *c, struct loom_xfer *x, int is_send);
+loomResult_t tcp_progress_conn(struct tcp_conn *c, int *progressed);
+void tcp_queue_free(struct tcp_part_queue *q);
+/* Splits len bytes into parts: returns their number and the size of all
+ * but the last (exposed for tests). */
+int tcp_split(size_t len, int nsocks, size_t *part_len);
+
+#endif

@@ -1,0 +1,199 @@
+/*
+ * tcp_stream.c — moving parts over a connection's sockets: posting a
+ * message (cut into parts, queued per socket) and progressing the queues
+ * with non-blocking writev/readv.
+ */
+#include "tcp.h"
+#include "bootstrap/wire.h"
+#include "core/error.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+
+int tcp_split(size_t len, int nsocks, size_t *part_len) {
+  if (len < TCP_STRIPE_MIN || nsocks <= 1) {
+    *part_len = len;
+    return 1;
+  }
+  size_t per = (len + (size_t)nsocks - 1) / (size_t)nsocks;
+  per = (per + 4095) & ~(size_t)4095; /* page-aligned parts */
+  *part_len = per;
+  return (int)((len + per - 1) / per);
+}
+
+static int queue_push(struct tcp_part_queue *q, const struct tcp_part *p) {
+  if (q->count == q->cap) {
+    size_t cap = q->cap ? q->cap * 2 : 64;
+    struct tcp_part *items = malloc(cap * sizeof *items);
+    if (items == NULL)
+      return -1;
+    for (size_t i = 0; i < q->count; i++)
+      items[i] = q->items[(q->head + i) % q->cap];
+    free(q->items);
+    q->items = items;
+    q->head = 0;
+    q->cap = cap;
+  }
+  q->items[(q->head + q->count) % q->cap] = *p;
+  q->count++;
+  return 0;
+}
+
+static struct tcp_part *queue_front(struct tcp_part_queue *q) {
+  return q->count ? &q->items[q->head] : NULL;
+}
+
+static void queue_pop(struct tcp_part_queue *q) {
+  q->head = (q->head + 1) % q->cap;
+  q->count--;
+}
+
+void tcp_queue_free(struct tcp_part_queue *q) {
+  free(q->items);
+  memset(q, 0, sizeof *q);
+}
+
+/* Header: magic, part length, message length (64 bits). */
+static void encode_hdr(uint8_t *h, size_t part_len, size_t msg_len) {
+  loom_put_u32(h, TCP_PART_MAGIC);
+  loom_put_u32(h + 4, (uint32_t)part_len);
+  loom_put_u32(h + 8, (uint32_t)((uint64_t)msg_len >> 32));
+  loom_put_u32(h + 12, (uint32_t)msg_len);
+}
+
+loomResult_t tcp_post(struct tcp_conn *c, struct loom_xfer *x, int is_send) {
+  if (c->failed != loomSuccess)
+    return c->failed;
+  size_t part_len;
+  int nparts = tcp_split(x->len, c->nsocks, &part_len);
+  uint64_t msg = is_send ? c->sent_msgs++ : c->recv_msgs++;
+  x->done = 0;
+  x->parts_left = nparts;
+  for (int j = 0; j < nparts; j++) {
+    struct tcp_part p = {.xfer = x, .offset = (size_t)j * part_len, .done = 0};
+    p.len = j == nparts - 1 ? x->len - p.offset : part_len;
+    if (is_send)
+      encode_hdr(p.hdr, p.len, x->len);
+    struct tcp_sock *s = &c->socks[(msg + (uint64_t)j) % (uint64_t)c->nsocks];
+    if (queue_push(is_send ? &s->sendq : &s->recvq, &p) != 0)
+      return loom_error(loomSystemError, LOOM_LOG_NET,
+                        "out of memory queueing a message for rank %d", c->peer);
+  }
+  return loomSuccess;
+}
+
+static loomResult_t fail_conn(struct tcp_conn *c, loomResult_t code, const char *what,
+                              int err) {
+  if (c->failed == loomSuccess)
+    c->failed = loom_error(code, LOOM_LOG_NET,
+                           "rank %d: connection to rank %d failed: %s%s%s",
+                           c->ctx->rank, c->peer, what, err ? ": " : "",
+                           err ? strerror(err) : "");
+  return c->failed;
+}
+
+static void part_finished(struct tcp_part_queue *q) {
+  struct tcp_part *p = queue_front(q);
+  if (--p->xfer->parts_left == 0)
+    p->xfer->done = 1;
+  queue_pop(q);
+}
+
+static loomResult_t progress_send(struct tcp_conn *c, struct tcp_sock *s, int *progressed) {
+  struct tcp_part *p;
+  while ((p = queue_front(&s->sendq)) != NULL) {
+    struct iovec iov[2];
+    int n = 0;
+    if (p->done < TCP_PART_HDR_BYTES) {
+      iov[n].iov_base = p->hdr + p->done;
+      iov[n++].iov_len = TCP_PART_HDR_BYTES - p->done;
+    }
+    size_t payload_done = p->done > TCP_PART_HDR_BYTES ? p->done - TCP_PART_HDR_BYTES : 0;
+    if (p->len > payload_done) {
+      iov[n].iov_base = (char *)p->xfer->buf + p->offset + payload_done;
+      iov[n++].iov_len = p->len - payload_done;
+    }
+    struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
+    ssize_t k = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (k < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return loomSuccess;
+      return fail_conn(c, loomRemoteError, "send failed (did the process exit?)", errno);
+    }
+    *progressed = 1;
+    p->done += (size_t)k;
+    if (p->done < TCP_PART_HDR_BYTES + p->len)
+      return loomSuccess; /* socket buffer full */
+    part_finished(&s->sendq);
+  }
+  return loomSuccess;
+}
+
+static loomResult_t check_hdr(struct tcp_conn *c, const struct tcp_part *p) {
+  uint64_t msg_len = (uint64_t)loom_get_u32(p->hdr + 8) << 32 | loom_get_u32(p->hdr + 12);
+  if (loom_get_u32(p->hdr) != TCP_PART_MAGIC)
+    return fail_conn(c, loomRemoteError, "corrupt stream (bad part header)", 0);
+  if (msg_len != p->xfer->len || loom_get_u32(p->hdr + 4) != p->len) {
+    if (c->failed == loomSuccess)
+      c->failed = loom_error(loomInvalidUsage, LOOM_LOG_NET,
+                             "rank %d: rank %d sent a message of %llu bytes where "
+                             "%zu were expected (did the ranks call different "
+                             "collectives, counts or datatypes?)",
+                             c->ctx->rank, c->peer, (unsigned long long)msg_len,
+                             p->xfer->len);
+    return c->failed;
+  }
+  return loomSuccess;
+}
+
+static loomResult_t progress_recv(struct tcp_conn *c, struct tcp_sock *s, int *progressed) {
+  struct tcp_part *p;
+  while ((p = queue_front(&s->recvq)) != NULL) {
+    /* Header and payload in one readv: the part's size is known. */
+    struct iovec iov[2];
+    int n = 0;
+    if (p->done < TCP_PART_HDR_BYTES) {
+      iov[n].iov_base = p->hdr + p->done;
+      iov[n++].iov_len = TCP_PART_HDR_BYTES - p->done;
+    }
+    size_t payload_done = p->done > TCP_PART_HDR_BYTES ? p->done - TCP_PART_HDR_BYTES : 0;
+    if (p->len > payload_done) {
+      iov[n].iov_base = (char *)p->xfer->buf + p->offset + payload_done;
+      iov[n++].iov_len = p->len - payload_done;
+    }
+    ssize_t k = readv(s->fd, iov, n);
+    if (k == 0)
+      return fail_conn(c, loomRemoteError,
+                       "the peer closed the connection (did the process exit?)", 0);
+    if (k < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
+        return loomSuccess;
+      return fail_conn(c, loomRemoteError, "receive failed", errno);
+    }
+    *progressed = 1;
+    size_t before = p->done;
+    p->done += (size_t)k;
+    if (before < TCP_PART_HDR_BYTES && p->done >= TCP_PART_HDR_BYTES)
+      LOOM_CHECK(check_hdr(c, p));
+    if (p->done < TCP_PART_HDR_BYTES + p->len)
+      return loomSuccess;
+    part_finished(&s->recvq);
+  }
+  return loomSuccess;
+}
+
+loomResult_t tcp_progress_conn(struct tcp_conn *c, int *progressed) {
+  if (c->failed != loomSuccess)
+    return c->failed;
+  for (int i = 0; i < c->nsocks; i++) {
+    struct tcp_sock *s = &c->socks[i];
+    if (s->sendq.count)
+      LOOM_CHECK(progress_send(c, s, progressed));
+    if (s->recvq.count)
+      LOOM_CHECK(progress_recv(c, s, progressed));
+  }
+  return loomSuccess;
+}

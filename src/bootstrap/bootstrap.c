@@ -387,7 +387,9 @@ static loomResult_t ring_exchange(struct loom_bootstrap *bs, const void *sbuf,
                                 "rank %d: bootstrap failed: rank %d %s (reported "
                                 "by rank %d)",
                                 bs->rank, nt.suspect,
-                                nt.kind == LOOM_NOTICE_TIMEOUT ? "timed out" : "failed",
+                                nt.kind == LOOM_NOTICE_TIMEOUT ? "timed out"
+                                : nt.kind == LOOM_NOTICE_MISMATCH ? "made a mismatched call"
+                                                                  : "failed",
                                 nt.reporter);
           }
           if (bad || rh.type != LOOM_FRAME_DATA || rh.len != len)

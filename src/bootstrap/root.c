@@ -150,6 +150,27 @@ static void read_pending(struct root_state *st, int i) {
     accept_hello(st, i);
 }
 
+/* Replies go to ranks of other processes first: a rank in this process may
+ * return and end the process (and this thread) as soon as it has its own. */
+static int reply_order(const struct root_state *st, int i) {
+  pid_t self = getpid();
+  int remote = 0;
+  for (int r = 0; r < st->nranks; r++)
+    if (st->infos[r].pid != self) {
+      if (remote == i)
+        return r;
+      remote++;
+    }
+  int local = remote;
+  for (int r = 0; r < st->nranks; r++)
+    if (st->infos[r].pid == self) {
+      if (local == i)
+        return r;
+      local++;
+    }
+  return -1;
+}
+
 static void send_table(struct root_state *st) {
   size_t bytes = (size_t)st->nranks * LOOM_PEER_INFO_BYTES;
   uint8_t *table = malloc(LOOM_FRAME_HDR_BYTES + bytes);
@@ -164,7 +185,8 @@ static void send_table(struct root_state *st) {
   for (int r = 0; r < st->nranks; r++)
     loom_peer_info_encode(&st->infos[r], table + LOOM_FRAME_HDR_BYTES +
                                              (size_t)r * LOOM_PEER_INFO_BYTES);
-  for (int r = 0; r < st->nranks; r++) {
+  for (int i = 0; i < st->nranks; i++) {
+    int r = reply_order(st, i);
     char what[64];
     snprintf(what, sizeof what, "rank %d (rank table)", r);
     /* A rank that died meanwhile fails its own neighbours; keep going. */
@@ -208,9 +230,11 @@ static void root_timeout(struct root_state *st) {
            "never arrived at the root %s",
            st->timeout_s, missing, st->addr_text);
   LOOM_WARN(LOOM_LOG_BOOTSTRAP, "%s", text);
-  for (int r = 0; r < st->nranks; r++)
+  for (int i = 0; i < st->nranks; i++) {
+    int r = reply_order(st, i);
     if (st->rank_fd[r] >= 0)
       send_error_frame(st->rank_fd[r], loomTimeout, text);
+  }
 }
 
 static void *root_main(void *arg) {

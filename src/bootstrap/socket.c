@@ -222,6 +222,17 @@ static loomResult_t bind_listen(const union loom_sockaddr *addr, int *fd_out, in
   return loomSuccess;
 }
 
+/* The port of LOOM_COMM_ID (0 when unset): kept free for the root, which
+ * rank 0 may open after other ranks already listen in LOOM_PORT_RANGE. */
+static int comm_id_port(void) {
+  const char *id = loom_param_str(LOOM_PARAM_COMM_ID);
+  const char *colon = id ? strrchr(id, ':') : NULL;
+  int64_t port;
+  if (colon == NULL || loom_parse_int(colon + 1, &port) != 0 || port < 1 || port > 65535)
+    return 0;
+  return (int)port;
+}
+
 loomResult_t loom_socket_listen(const union loom_sockaddr *local, int *fd,
                                 union loom_sockaddr *bound) {
   union loom_sockaddr addr = *local;
@@ -235,7 +246,10 @@ loomResult_t loom_socket_listen(const union loom_sockaddr *local, int *fd,
                         "LOOM_PORT_RANGE=\"%s\" is not lo-hi with 1 <= lo <= hi "
                         "<= 65535",
                         range);
+    int reserved = comm_id_port();
     for (int port = lo; port <= hi; port++) {
+      if (port == reserved)
+        continue; /* rank 0 hosts the root there */
       loom_sockaddr_set_port(&addr, port);
       if (bind_listen(&addr, fd, &err) == loomSuccess)
         goto bound_ok;

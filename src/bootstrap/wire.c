@@ -154,7 +154,7 @@ int loom_notice_decode(const uint8_t in[LOOM_NOTICE_BYTES], struct loom_notice *
   n->reporter = (int32_t)loom_get_u32(in + 4);
   n->kind = (int32_t)loom_get_u32(in + 8);
   if (n->suspect < 0 || n->reporter < 0 || n->kind < LOOM_NOTICE_DIED ||
-      n->kind > LOOM_NOTICE_ABORT)
+      n->kind > LOOM_NOTICE_MISMATCH)
     return -1;
   return 0;
 }

@@ -73,7 +73,12 @@ int loom_hello_decode(const uint8_t *in, uint8_t secret[LOOM_SECRET_BYTES],
 #define LOOM_RING_HELLO_BYTES (LOOM_SECRET_BYTES + 4)
 
 /* NOTICE payload: suspect rank, reporter rank, kind. */
-enum loom_notice_kind { LOOM_NOTICE_DIED = 1, LOOM_NOTICE_TIMEOUT = 2, LOOM_NOTICE_ABORT = 3 };
+enum loom_notice_kind {
+  LOOM_NOTICE_DIED = 1,     /* its connection closed or failed */
+  LOOM_NOTICE_TIMEOUT = 2,  /* it stopped making progress */
+  LOOM_NOTICE_ABORT = 3,    /* it called loomCommAbort */
+  LOOM_NOTICE_MISMATCH = 4, /* its call does not match (size mismatch seen) */
+};
 #define LOOM_NOTICE_BYTES 12
 struct loom_notice {
   int32_t suspect, reporter, kind;

@@ -243,43 +243,84 @@ static const char *notice_kind_text(int kind) {
     return "stopped making progress (timeout)";
   case LOOM_NOTICE_ABORT:
     return "aborted its communicator";
+  case LOOM_NOTICE_MISMATCH:
+    return "made a call that does not match this one (different collective, count, "
+           "datatype or op)";
   default:
     return "failed or exited";
   }
 }
 
+static loomResult_t notice_code(int kind) {
+  switch (kind) {
+  case LOOM_NOTICE_TIMEOUT:
+    return loomTimeout;
+  case LOOM_NOTICE_MISMATCH:
+    return loomInvalidUsage;
+  default:
+    return loomRemoteError;
+  }
+}
+
+/* How much a diagnosis is worth: this rank's own timeout is only a guess
+ * (it names the peer it waited on, which may itself be waiting); a closed
+ * connection may be a peer that failed for another reason; what upstream
+ * ranks report is better informed, a death better still, and a mismatch
+ * is certain. */
+static int notice_score(const struct loom_notice *n, int me) {
+  int own = n->reporter == me;
+  switch (n->kind) {
+  case LOOM_NOTICE_TIMEOUT:
+    return own ? 0 : 2;
+  case LOOM_NOTICE_ABORT:
+    return 1;
+  case LOOM_NOTICE_MISMATCH:
+    return 4;
+  default:
+    return own ? 1 : 3;
+  }
+}
+
 /* Ends the run with a failure blamed on nt.suspect and tells the ring.
- * Notices only come from the ring predecessor; a notice that names another
- * rank replaces this rank's own guess (a timeout, or a connection that
- * closed because its owner failed first): if the rank we wait on is itself
- * waiting on X, X is the one to name. */
-static loomResult_t fail_run(struct run *r, loomResult_t code, struct loom_notice nt,
-                             const char *detail) {
+ * Notices only come from the ring predecessor; a better-informed notice
+ * replaces this rank's own diagnosis (chain rule for timeouts: if the rank
+ * we wait on is itself waiting on X, X is the one to name). */
+static loomResult_t fail_run(struct run *r, struct loom_notice nt, const char *detail_in) {
   struct loom_engine *e = r->e;
+  char detail[512] = "";
+  if (detail_in != NULL) /* it may be the last-error buffer we overwrite below */
+    snprintf(detail, sizeof detail, "%s", detail_in);
   int own = nt.reporter == e->rank;
-  if (own)
+  /* A timeout names only the next rank in the waiting chain: it is sent at
+   * once so that the chain resolves, then refined.  A closed connection may
+   * be explained by upstream: wait briefly before telling others. */
+  int certain = !own || nt.kind == LOOM_NOTICE_MISMATCH;
+  int grace_ms = nt.kind == LOOM_NOTICE_TIMEOUT ? ENGINE_BLAME_GRACE_MS : certain ? 0 : 200;
+  int sent = certain || nt.kind == LOOM_NOTICE_TIMEOUT;
+  if (sent)
     loom_bootstrap_send_notice(e->bs, &nt);
-  uint64_t grace_end =
-      loom_deadline_ms(!own ? 0 : nt.kind == LOOM_NOTICE_TIMEOUT ? ENGINE_BLAME_GRACE_MS : 200);
+  uint64_t grace_end = loom_deadline_ms(grace_ms);
   struct loom_notice in;
-  while (own && loom_ms_left(grace_end) > 0 &&
+  while (grace_ms > 0 && loom_ms_left(grace_end) > 0 &&
          loom_bootstrap_read_notice(e->bs, loom_ms_left(grace_end), &in)) {
     if (in.suspect == e->rank || (in.suspect == nt.suspect && in.kind == nt.kind))
       continue;
-    if (nt.kind == LOOM_NOTICE_TIMEOUT || in.kind == LOOM_NOTICE_DIED) {
+    int old_score = notice_score(&nt, e->rank), new_score = notice_score(&in, e->rank);
+    if (new_score > old_score || (new_score == 2 && old_score == 2)) {
       nt = in;
-      code = nt.kind == LOOM_NOTICE_TIMEOUT ? loomTimeout : loomRemoteError;
-      loom_bootstrap_send_notice(e->bs, &nt);
+      sent = nt.kind == LOOM_NOTICE_TIMEOUT;
+      if (sent)
+        loom_bootstrap_send_notice(e->bs, &nt);
     }
-    if (nt.kind != LOOM_NOTICE_TIMEOUT)
-      break;
+    if (in.reporter == e->rank && in.kind == LOOM_NOTICE_DIED)
+      break; /* our predecessor is gone; nothing more will come */
   }
-  if (!own)
+  if (!sent)
     loom_bootstrap_send_notice(e->bs, &nt);
-  return loom_error(code, LOOM_LOG_COLL,
-                    "rank %d: %s failed: rank %d %s (reported by rank %d)%s%s",
-                    e->rank, r->op->name, nt.suspect, notice_kind_text(nt.kind),
-                    nt.reporter, detail ? "; " : "", detail ? detail : "");
+  return loom_error(notice_code(nt.kind), LOOM_LOG_COLL,
+                    "rank %d: %s failed: rank %d %s (reported by rank %d)%s%s", e->rank,
+                    r->op->name, nt.suspect, notice_kind_text(nt.kind), nt.reporter,
+                    detail[0] ? "; here: " : "", detail);
 }
 
 /* Blocks in the kernel until a socket, a notice or an abort wakes us. */
@@ -345,8 +386,9 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
       res = e->tp->progress(e->tp_ctx, &progressed, &failed_peer);
     if (res != loomSuccess) {
       struct loom_notice nt = {failed_peer >= 0 ? failed_peer : waited_peer(&r), e->rank,
-                               LOOM_NOTICE_DIED};
-      return fail_run(&r, res, nt, loom_last_error());
+                               res == loomInvalidUsage ? LOOM_NOTICE_MISMATCH
+                                                       : LOOM_NOTICE_DIED};
+      return fail_run(&r, nt, loom_last_error());
     }
     complete_recvs(&r, &progressed);
     check_sends(&r);
@@ -363,7 +405,7 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
                         op->name);
     struct loom_notice nt;
     if (loom_bootstrap_read_notice(e->bs, 0, &nt))
-      return fail_run(&r, loomRemoteError, nt, NULL);
+      return fail_run(&r, nt, NULL);
     if (timeout_ns && now - last_progress > timeout_ns) {
       struct loom_notice self = {waited_peer(&r), e->rank, LOOM_NOTICE_TIMEOUT};
       char detail[160];
@@ -371,7 +413,7 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
                "no data moved for %d ms (timeout_ms / LOOM_TIMEOUT_MS) while rank %d "
                "waited on rank %d",
                e->timeout_ms, e->rank, self.suspect);
-      return fail_run(&r, loomTimeout, self, detail);
+      return fail_run(&r, self, detail);
     }
     if (now - last_progress < spin_ns) {
       sched_yield();

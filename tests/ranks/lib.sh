@@ -1,0 +1,39 @@
+# lib.sh — helpers for the multi-rank test scripts (sourced).
+# Every launch is bounded twice: loomrun --timeout and an outer timeout.
+set -u
+: "${LOOMRUN:?set by make check}"
+: "${TESTBIN:?set by make check}"
+export LOOM_SOCKET_IFNAME="${LOOM_SOCKET_IFNAME:-lo}"
+failures=0
+
+# run_ranks N TIMEOUT_S prog args... — output in $out, status in $rc
+run_ranks() {
+  n=$1; t=$2; shift 2
+  out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --timeout "$t" -n "$n" "$@" 2>&1)
+  rc=$?
+}
+
+pass() { echo "PASS: $*"; }
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+# expect_count PATTERN N WHAT — $out must contain exactly N lines matching
+expect_count() {
+  got=$(printf '%s\n' "$out" | grep -c -- "$1")
+  if [ "$got" -eq "$2" ]; then pass "$3"; else fail "$3 (expected $2 lines matching '$1', got $got; rc=$rc)"; printf '%s\n' "$out" | tail -n 30; fi
+}
+
+# No rank of a test may outlive it.
+check_no_leftovers() {
+  sleep 0.2
+  if pgrep -f "$TESTBIN/ranks/$1" >/dev/null; then
+    fail "processes of $1 left behind: $(pgrep -af "$TESTBIN/ranks/$1" | head -3)"
+    pkill -9 -f "$TESTBIN/ranks/$1"
+  else
+    pass "no $1 process left behind"
+  fi
+}
+
+finish() {
+  if [ "$failures" -eq 0 ]; then echo "all checks passed"; exit 0; fi
+  echo "$failures check(s) failed"; exit 1
+}

@@ -1,0 +1,26 @@
+#!/bin/bash
+# A rank killed mid-run, a stalled rank, mismatched calls, abort: every
+# other rank returns an error naming the culprit, promptly; nothing hangs.
+. "$(dirname "$0")/lib.sh"
+FT="$TESTBIN/ranks/fault_test"
+kill_case() { # n victim
+  LOOMRUN_ARGS= run_ranks_keep $1 120 "$FT" --kill $2
+  expect_count "noticed rank $2's death" $(($1 - 1)) "$1 ranks, rank $2 killed: every other rank names it"
+  expect_count "rank $2 (pid [0-9]*) killed by signal 9" 1 "loomrun reports the killed rank"
+}
+run_ranks_keep() {
+  n=$1; t=$2; shift 2
+  out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --keep-going --timeout "$t" -n "$n" "$@" 2>&1)
+  rc=$?
+}
+kill_case 2 1
+kill_case 3 0
+kill_case 8 5
+run_ranks_keep 4 120 "$FT" --stall 2 1500
+expect_count "gave up on stalled rank 2" 3 "stalled rank named by the 3 others within timeout_ms"
+run_ranks_keep 3 120 "$FT" --mismatch
+expect_count "mismatch detected .*invalid usage" 3 "count mismatch: loomInvalidUsage on every rank"
+run_ranks_keep 2 60 "$FT" --abort
+expect_count "abort ended the blocked collective" 1 "loomCommAbort from another thread"
+check_no_leftovers fault_test
+finish

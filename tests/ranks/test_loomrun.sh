@@ -1,0 +1,227 @@
+#!/bin/bash
+# test_loomrun.sh — end-to-end checks of the loomrun launcher.
+# Uses $LOOMRUN, else tools/loomrun next to this source tree.  Exit 0 = pass.
+set -u
+
+here=$(cd "$(dirname "$0")" && pwd)
+LOOMRUN=${LOOMRUN:-$here/../../tools/loomrun}
+if [ ! -x "$LOOMRUN" ]; then
+  echo "test_loomrun: $LOOMRUN is not an executable" >&2
+  exit 1
+fi
+
+# Every process the tests start carries this marker in its command line
+# (sh's $0), and every sleep uses this unusual duration, so that leftovers
+# can be found with pgrep.
+MARK="loomrun_test_$$_$RANDOM"
+SLP=$((300000 + RANDOM))
+tmp=$(mktemp -d)
+failures=0
+
+cleanup() {
+  pkill -KILL -f -- "$MARK" 2>/dev/null
+  pkill -KILL -f -- "sleep $SLP\$" 2>/dev/null
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+fail() { echo "FAIL: $*" >&2; failures=$((failures + 1)); }
+pass() { echo "ok: $*"; }
+
+expect_eq() { # name expected actual
+  if [ "$2" == "$3" ]; then pass "$1"; else
+    fail "$1: expected [$2], got [$3]"
+  fi
+}
+
+now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
+
+# Runs loomrun (bounded by timeout 30) with stdout/stderr in $tmp/out and
+# $tmp/err; sets rc and ms (elapsed milliseconds).
+run() {
+  local t0
+  t0=$(now_ms)
+  timeout 30 "$LOOMRUN" "$@" >"$tmp/out" 2>"$tmp/err"
+  rc=$?
+  ms=$(($(now_ms) - t0))
+}
+
+no_leftovers() { # name
+  local i
+  for i in $(seq 50); do # processes killed just now may take a moment
+    pgrep -f -- "$MARK|sleep $SLP\$" >/dev/null || { pass "$1: no leftover processes"; return; }
+    sleep 0.1
+  done
+  fail "$1: leftover processes: $(pgrep -af -- "$MARK|sleep $SLP\$" | tr '\n' ';')"
+}
+
+expect_lt() { # name value bound
+  if [ "$2" -lt "$3" ]; then pass "$1 ($2 < $3)"; else fail "$1: $2 is not < $3"; fi
+}
+
+# ---- environment -----------------------------------------------------------
+unset LOOM_COMM_ID LOOM_SOCKET_IFNAME LOOM_PORT_RANGE
+run -n 3 sh -c 'echo $LOOM_RANK/$LOOM_NRANKS/$LOOM_LOCAL_RANK' "$MARK"
+expect_eq "env: exit code" 0 "$rc"
+expect_eq "env: rank variables" $'[0] 0/3/0\n[1] 1/3/1\n[2] 2/3/2' "$(sort "$tmp/out")"
+expect_eq "env: stderr empty" "" "$(cat "$tmp/err")"
+
+run -n 3 sh -c 'echo "$LOOM_COMM_ID $LOOM_SOCKET_IFNAME"' "$MARK"
+ids=$(sed 's/^\[[0-9]\] //' "$tmp/out" | sort -u)
+expect_eq "env: one LOOM_COMM_ID for all ranks" 1 "$(echo "$ids" | wc -l)"
+if [[ $ids =~ ^127\.0\.0\.1:([0-9]+)\ lo$ ]] && [ "${BASH_REMATCH[1]}" -ge 1 ] &&
+  [ "${BASH_REMATCH[1]}" -le 65535 ]; then
+  pass "env: LOOM_COMM_ID=127.0.0.1:port, LOOM_SOCKET_IFNAME=lo"
+else
+  fail "env: bad LOOM_COMM_ID/LOOM_SOCKET_IFNAME: [$ids]"
+fi
+
+LOOM_PORT_RANGE=47311-47320 run -n 2 sh -c 'echo $LOOM_COMM_ID' "$MARK"
+port=$(head -n1 "$tmp/out" | sed 's/.*://')
+if [ "$rc" = 0 ] && [ "$port" -ge 47311 ] && [ "$port" -le 47320 ]; then
+  pass "env: LOOM_PORT_RANGE honoured ($port)"
+else
+  fail "env: LOOM_PORT_RANGE=47311-47320 gave [$(cat "$tmp/out")] rc $rc"
+fi
+
+LOOM_COMM_ID=10.1.2.3:4567 LOOM_SOCKET_IFNAME=eth9 \
+  run -n 2 sh -c 'echo "$LOOM_COMM_ID $LOOM_SOCKET_IFNAME"' "$MARK"
+expect_eq "env: existing LOOM_COMM_ID and LOOM_SOCKET_IFNAME kept" \
+  $'[0] 10.1.2.3:4567 eth9\n[1] 10.1.2.3:4567 eth9' "$(sort "$tmp/out")"
+
+# ---- output ------------------------------------------------------------------
+run -n 2 sh -c 'echo out$LOOM_RANK; echo err$LOOM_RANK >&2; printf "part$LOOM_RANK"' "$MARK"
+expect_eq "output: exit code" 0 "$rc"
+expect_eq "output: stdout lines" $'[0] out0\n[0] part0\n[1] out1\n[1] part1' "$(sort "$tmp/out")"
+expect_eq "output: stderr lines" $'[0] err0\n[1] err1' "$(sort "$tmp/err")"
+
+run --no-prefix -n 2 sh -c 'echo out$LOOM_RANK' "$MARK"
+expect_eq "output: --no-prefix" $'out0\nout1' "$(sort "$tmp/out")"
+
+# Many long lines from several ranks at once must never be cut or mixed.
+run -n 4 sh -c 'i=0; while [ $i -lt 300 ]; do printf "%s%04d\n" "$(printf %0500d $LOOM_RANK)" $i; i=$((i+1)); done' "$MARK"
+bad=$(grep -cvE '^\[([0-3])\] 0{499}[0-3][0-9]{4}$' "$tmp/out")
+expect_eq "output: 1200 long lines, none mixed" "1200 0" "$(wc -l <"$tmp/out") $bad"
+mismatch=$(sed -E 's/^\[([0-3])\] 0{499}([0-3]).*/\1\2/' "$tmp/out" | grep -cvE '^(.)\1$')
+expect_eq "output: every line under its own rank" 0 "$mismatch"
+
+# ---- exit status ---------------------------------------------------------------
+run -n 3 sh -c 'exit 0' "$MARK"
+expect_eq "exit: all ranks succeed" 0 "$rc"
+
+run -n 3 sh -c 'if [ $LOOM_RANK = 1 ]; then exit 3; fi; sleep '$SLP'; :' "$MARK"
+expect_eq "exit: rank 1 exit 3 propagates" 3 "$rc"
+expect_lt "exit: other ranks killed quickly (ms)" "$ms" 5000
+if grep -qE '^loomrun: rank 1 \(pid [0-9]+\) exited with status 3; killing the other ranks$' "$tmp/err"; then
+  pass "exit: failure message"
+else
+  fail "exit: failure message missing: [$(cat "$tmp/err")]"
+fi
+no_leftovers "exit"
+
+# Ranks that ignore SIGTERM get SIGKILL 3 s later.
+run -n 3 sh -c 'trap "" TERM; if [ $LOOM_RANK = 2 ]; then sleep 0.3; exit 7; fi; sleep '$SLP'; :' "$MARK"
+expect_eq "exit: SIGTERM-proof ranks: status 7" 7 "$rc"
+expect_lt "exit: SIGKILL after the grace (ms)" "$ms" 8000
+if [ "$ms" -ge 3000 ]; then pass "exit: 3 s grace before SIGKILL"; else fail "exit: killed after only $ms ms"; fi
+no_leftovers "exit: SIGTERM-proof"
+
+run -n 2 sh -c 'if [ $LOOM_RANK = 0 ]; then kill -9 $$; fi; sleep '$SLP'; :' "$MARK"
+expect_eq "signal: rank killed by SIGKILL gives 137" 137 "$rc"
+expect_lt "signal: quick (ms)" "$ms" 5000
+if grep -qE '^loomrun: rank 0 \(pid [0-9]+\) killed by signal 9 \(Killed\); killing the other ranks$' "$tmp/err"; then
+  pass "signal: message"
+else
+  fail "signal: message missing: [$(cat "$tmp/err")]"
+fi
+no_leftovers "signal"
+
+run -n 2 "$tmp/no such program $MARK"
+expect_eq "exec failure: 127" 127 "$rc"
+if grep -q "^\[[01]\] loomrun: cannot run $tmp/no such program $MARK: No such file or directory$" "$tmp/err"; then
+  pass "exec failure: message"
+else
+  fail "exec failure: message missing: [$(cat "$tmp/err")]"
+fi
+
+# ---- --timeout -------------------------------------------------------------------
+run --timeout 1 -n 3 sh -c 'sleep '$SLP'; :' "$MARK"
+expect_eq "timeout: exit code 124" 124 "$rc"
+expect_lt "timeout: bounded (ms)" "$ms" 4000
+if [ "$ms" -ge 1000 ]; then pass "timeout: not before 1 s"; else fail "timeout: after only $ms ms"; fi
+if grep -q "^loomrun: timeout" "$tmp/err"; then pass "timeout: message"; else
+  fail "timeout: message missing: [$(cat "$tmp/err")]"
+fi
+no_leftovers "timeout"
+
+run --timeout 1 -n 2 sh -c 'trap "" TERM; sleep '$SLP'; :' "$MARK"
+expect_eq "timeout: SIGTERM-proof ranks: 124" 124 "$rc"
+expect_lt "timeout: SIGTERM-proof bounded (ms)" "$ms" 7000
+no_leftovers "timeout: SIGTERM-proof"
+
+run --timeout 5 -n 2 sh -c 'exit 0' "$MARK"
+expect_eq "timeout: a quick job is not affected" 0 "$rc"
+
+# ---- --keep-going ------------------------------------------------------------------
+run --keep-going -n 3 sh -c 'case $LOOM_RANK in 0) exit 5;; 1) sleep 0.5; exit 6;; 2) sleep 1; echo done;; esac' "$MARK"
+expect_eq "keep-going: status of the first failure" 5 "$rc"
+expect_eq "keep-going: rank 2 ran to its end" "[2] done" "$(cat "$tmp/out")"
+if [ "$ms" -ge 1000 ]; then pass "keep-going: waited for all"; else fail "keep-going: returned after $ms ms"; fi
+expect_eq "keep-going: one message per failure" 2 "$(grep -cE '^loomrun: rank [01] \(pid [0-9]+\) exited with status [56]$' "$tmp/err")"
+
+# ---- leftovers of the ranks' own children ------------------------------------------
+run -n 2 sh -c 'sh -c "sleep '$SLP'; :" "$0-child" & echo started' "$MARK"
+expect_eq "children: ranks exit 0" 0 "$rc"
+expect_lt "children: background children do not hold the job (ms)" "$ms" 5000
+no_leftovers "children of successful ranks"
+
+run -n 2 sh -c 'sh -c "sleep '$SLP'; :" "$0-child" & if [ $LOOM_RANK = 1 ]; then exit 2; fi; sleep '$SLP'; :' "$MARK"
+expect_eq "children: failure status" 2 "$rc"
+no_leftovers "children of failed ranks"
+
+# ---- signals to loomrun ------------------------------------------------------------
+for sig in INT TERM; do
+  "$LOOMRUN" -n 2 sh -c 'echo ready; sleep '$SLP'; :' "$MARK" >"$tmp/out" 2>"$tmp/err" &
+  pid=$!
+  for i in $(seq 100); do
+    [ "$(grep -c ready "$tmp/out")" = 2 ] && break
+    sleep 0.1
+  done
+  kill -$sig $pid
+  for i in $(seq 100); do
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 $pid 2>/dev/null; then
+    fail "SIG$sig: loomrun still running 10 s later"
+    kill -KILL $pid
+  fi
+  wait $pid
+  rc=$?
+  expect_eq "SIG$sig: forwarded, exit code" $((128 + $(kill -l $sig))) "$rc"
+  no_leftovers "SIG$sig"
+done
+
+# ---- usage -------------------------------------------------------------------------
+run -n 0 true
+expect_eq "usage: -n 0 rejected" 2 "$rc"
+run -n 1025 true
+expect_eq "usage: -n 1025 rejected" 2 "$rc"
+run -n 2
+expect_eq "usage: no program" 2 "$rc"
+run --timeout -1 -n 1 true
+expect_eq "usage: bad --timeout" 2 "$rc"
+run --help
+expect_eq "usage: --help" 0 "$rc"
+run --version
+expect_eq "usage: --version" 0 "$rc"
+run --np 2 sh -c 'echo $LOOM_NRANKS' "$MARK"
+expect_eq "usage: --np" $'[0] 2\n[1] 2' "$(sort "$tmp/out")"
+
+no_leftovers "end"
+if [ "$failures" -ne 0 ]; then
+  echo "test_loomrun: $failures failure(s)" >&2
+  exit 1
+fi
+echo "test_loomrun: all passed"
+exit 0

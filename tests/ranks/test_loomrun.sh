@@ -1,5 +1,6 @@
 #!/bin/bash
 # test_loomrun.sh — end-to-end checks of the loomrun launcher.
+# shellcheck disable=SC2016,SC2317  # single quotes are for the ranks; cleanup runs from trap
 # Uses $LOOMRUN, else tools/loomrun next to this source tree.  Exit 0 = pass.
 set -u
 
@@ -47,8 +48,7 @@ run() {
 }
 
 no_leftovers() { # name
-  local i
-  for i in $(seq 50); do # processes killed just now may take a moment
+  for _ in $(seq 50); do # processes killed just now may take a moment
     pgrep -f -- "$MARK|sleep $SLP\$" >/dev/null || { pass "$1: no leftover processes"; return; }
     sleep 0.1
   done
@@ -183,12 +183,12 @@ no_leftovers "children of failed ranks"
 for sig in INT TERM; do
   "$LOOMRUN" -n 2 sh -c 'echo ready; sleep '$SLP'; :' "$MARK" >"$tmp/out" 2>"$tmp/err" &
   pid=$!
-  for i in $(seq 100); do
+  for _ in $(seq 100); do
     [ "$(grep -c ready "$tmp/out")" = 2 ] && break
     sleep 0.1
   done
   kill -$sig $pid
-  for i in $(seq 100); do
+  for _ in $(seq 100); do
     kill -0 $pid 2>/dev/null || break
     sleep 0.1
   done

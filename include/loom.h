@@ -95,7 +95,7 @@ typedef struct {
  *   timeout_ms  how long one collective may wait for a peer before failing
  *               with loomTimeout; default LOOM_TIMEOUT_MS (300000).
  *               0 means wait for ever (not recommended).
- *   commName    a name used in log and error messages (copied). */
+ *   commName    a name shown in the log (copied). */
 typedef struct loomConfig_v1 {
   size_t size;
   unsigned int magic;
@@ -118,8 +118,10 @@ typedef struct loomConfig_v1 {
 /* A static string describing a result code (never NULL). */
 const char *loomGetErrorString(loomResult_t result);
 
-/* The message of the last error seen by the calling thread (empty when
- * none).  `comm` may be NULL; the text is kept per thread. */
+/* The message of the last error seen by the calling thread (empty before
+ * the first; not cleared by later successes).  `comm` may be NULL; the text
+ * is kept per thread.  loomCommGetAsyncError copies a communicator's error
+ * into the caller's text, for errors first seen on another thread. */
 const char *loomGetLastError(loomComm_t comm);
 
 /* Writes LOOM_VERSION_CODE of the library (which may differ from the header
@@ -129,8 +131,9 @@ loomResult_t loomGetVersion(int *version);
 /* ---- Communicator life cycle --------------------------------------------- */
 
 /* Creates a unique id and starts the root listener in this process; the
- * listener thread ends when every rank has arrived or at
- * LOOM_BOOTSTRAP_TIMEOUT.  When LOOM_COMM_ID=host:port is set, every
+ * listener thread ends when every rank has arrived, or LOOM_BOOTSTRAP_TIMEOUT
+ * seconds after the first rank connected (or after its start, when none
+ * does).  When LOOM_COMM_ID=host:port is set, every
  * caller gets the same id without starting anything: rank 0's
  * loomCommInitRank hosts the root at that address. */
 loomResult_t loomGetUniqueId(loomUniqueId *uniqueId);
@@ -145,16 +148,21 @@ loomResult_t loomCommInitRankConfig(loomComm_t *comm, int nranks,
                                     loomUniqueId commId, int rank,
                                     loomConfig_t *config);
 
-/* Finishes outstanding work and synchronises with the other ranks, so that
- * a following loomCommDestroy cannot strand a peer mid-operation. */
+/* Synchronises with the other ranks (a bootstrap barrier), so that a
+ * following loomCommDestroy cannot strand a peer mid-operation.  Every
+ * collective returns before this is called (streams arrive later), so there
+ * is no queued work to flush.  Afterwards only loomCommDestroy may be
+ * called. */
 loomResult_t loomCommFinalize(loomComm_t comm);
 
 /* Frees the communicator's resources (closes connections). */
 loomResult_t loomCommDestroy(loomComm_t comm);
 
-/* Stops the communicator at once: a collective blocked in another thread
- * returns loomRemoteError promptly, connections are closed and resources
- * freed.  Peers see the connection close and fail their own operations. */
+/* Stops the communicator: a collective blocked in another thread returns
+ * loomRemoteError at once, connections are closed and resources freed;
+ * peers are told and fail their own operations naming this rank.  (A
+ * non-blocking init or a loomCommFinalize still running in another thread
+ * is waited for; both are bounded by LOOM_BOOTSTRAP_TIMEOUT.) */
 loomResult_t loomCommAbort(loomComm_t comm);
 
 /* The communicator's asynchronous state: loomSuccess, loomInProgress (a

@@ -71,10 +71,9 @@ static loomResult_t run_collective(loomComm_t comm, const char *name,
   struct loom_engine_op eop = {name, &sched, sendbuff, recvbuff, datatype, op};
   pthread_mutex_lock(&comm->op_lock);
   loom_log_set_rank(comm->rank);
-  comm->ncalls++;
   res = loom_engine_run(&comm->engine, &eop);
   if (res != loomSuccess)
-    __atomic_store_n(&comm->async_error, (int)res, __ATOMIC_RELEASE);
+    loom_comm_set_broken(comm, res);
   pthread_mutex_unlock(&comm->op_lock);
 out:
   free(steps);

@@ -29,10 +29,10 @@ struct loomComm {
   /* loomSuccess, loomInProgress (non-blocking init) or the error that broke
    * the communicator; read by loomCommGetAsyncError from any thread. */
   volatile int async_error;
+  char async_text[1024];    /* the message of async_error, for any thread */
   pthread_mutex_t op_lock; /* held while a collective runs */
   pthread_t init_thread;
   int init_thread_started;
-  uint64_t ncalls;
   int finalized;
   /* for a non-blocking init */
   loomUniqueId init_id;
@@ -40,5 +40,8 @@ struct loomComm {
 
 /* Checks a comm handle and that the communicator can run a collective. */
 loomResult_t loom_comm_check_usable(loomComm_t comm, const char *fn);
+/* Marks the communicator broken by `res`, keeping this thread's last error
+ * text for other threads and later calls. */
+void loom_comm_set_broken(loomComm_t comm, loomResult_t res);
 
 #endif

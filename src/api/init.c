@@ -37,13 +37,20 @@ loomResult_t loom_comm_check_usable(loomComm_t comm, const char *fn) {
                       fn, comm->rank);
   if (state != loomSuccess)
     return loom_error((loomResult_t)state, LOOM_LOG_COLL,
-                      "%s: rank %d: the communicator was broken by an earlier error "
-                      "(%s); destroy or abort it",
-                      fn, comm->rank, loomGetErrorString((loomResult_t)state));
-  if (comm->abort_flag)
-    return loom_error(loomInvalidUsage, LOOM_LOG_COLL, "%s: the communicator was aborted",
-                      fn);
+                      "%s: rank %d: the communicator was broken by an earlier error; "
+                      "destroy or abort it.  The error was: %s",
+                      fn, comm->rank, comm->async_text);
+  if (comm->finalized)
+    return loom_error(loomInvalidUsage, LOOM_LOG_COLL,
+                      "%s: rank %d: the communicator was finalized; only "
+                      "loomCommDestroy may follow",
+                      fn, comm->rank);
   return loomSuccess;
+}
+
+void loom_comm_set_broken(loomComm_t comm, loomResult_t res) {
+  snprintf(comm->async_text, sizeof comm->async_text, "%s", loom_last_error());
+  __atomic_store_n(&comm->async_error, (int)res, __ATOMIC_RELEASE);
 }
 
 /* Opens the data connections this communicator's schedules use: the ring
@@ -111,7 +118,7 @@ static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
 static void *init_thread_main(void *arg) {
   loomComm_t comm = arg;
   loomResult_t res = comm_setup(comm, &comm->init_id);
-  __atomic_store_n(&comm->async_error, (int)res, __ATOMIC_RELEASE);
+  loom_comm_set_broken(comm, res); /* loomSuccess: ready */
   return NULL;
 }
 
@@ -161,14 +168,15 @@ static void comm_free(loomComm_t comm) {
 loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId commId,
                                     int rank, loomConfig_t *config) {
   if (out == NULL)
-    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomCommInitRank: comm is NULL");
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomCommInitRank[Config]: comm is NULL");
   *out = NULL;
   if (nranks < 1)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
-                      "loomCommInitRank: nranks=%d (must be >= 1)", nranks);
+                      "loomCommInitRank[Config]: nranks=%d (must be >= 1)", nranks);
   if (rank < 0 || rank >= nranks)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
-                      "loomCommInitRank: rank=%d is outside [0, %d)", rank, nranks);
+                      "loomCommInitRank[Config]: rank=%d is outside [0, %d)", rank,
+                      nranks);
   int blocking, timeout_ms;
   const char *name;
   LOOM_CHECK(read_config(config, &blocking, &timeout_ms, &name));
@@ -238,7 +246,7 @@ loomResult_t loomCommFinalize(loomComm_t comm) {
   if (res == loomSuccess)
     comm->finalized = 1;
   else
-    __atomic_store_n(&comm->async_error, (int)res, __ATOMIC_RELEASE);
+    loom_comm_set_broken(comm, res);
   pthread_mutex_unlock(&comm->op_lock);
   return res;
 }
@@ -282,6 +290,8 @@ loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t *asyncError) {
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
                       "loomCommGetAsyncError: asyncError is NULL");
   *asyncError = (loomResult_t)__atomic_load_n(&comm->async_error, __ATOMIC_ACQUIRE);
+  if (*asyncError != loomSuccess && *asyncError != loomInProgress)
+    loom_set_last_error(comm->async_text); /* it may have failed on another thread */
   return loomSuccess;
 }
 

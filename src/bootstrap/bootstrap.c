@@ -383,13 +383,10 @@ static loomResult_t ring_exchange(struct loom_bootstrap *bs, const void *sbuf,
             if (loom_socket_recv_all(bs->prev_fd, raw, sizeof raw, deadline,
                                      "bootstrap predecessor") == loomSuccess &&
                 loom_notice_decode(raw, &nt) == 0)
-              return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
-                                "rank %d: bootstrap failed: rank %d %s (reported "
-                                "by rank %d)",
-                                bs->rank, nt.suspect,
-                                nt.kind == LOOM_NOTICE_TIMEOUT ? "timed out"
-                                : nt.kind == LOOM_NOTICE_MISMATCH ? "made a mismatched call"
-                                                                  : "failed",
+              return loom_error(loom_notice_result(nt.kind), LOOM_LOG_BOOTSTRAP,
+                                "rank %d: bootstrap operation failed: rank %d %s "
+                                "(reported by rank %d)",
+                                bs->rank, nt.suspect, loom_notice_text(nt.kind),
                                 nt.reporter);
           }
           if (bad || rh.type != LOOM_FRAME_DATA || rh.len != len)

@@ -55,7 +55,8 @@ int loom_bootstrap_notice_fd(const struct loom_bootstrap *bs);
  * (then n->suspect is the predecessor, kind DIED), 0 when nothing came. */
 int loom_bootstrap_read_notice(struct loom_bootstrap *bs, int wait_ms,
                                struct loom_notice *n);
-/* Sends a notice to the ring successor; best effort, bounded by 1 s. */
+/* Sends a notice to the ring successor: one non-blocking send, best effort
+ * (the successor may be the rank that died). */
 void loom_bootstrap_send_notice(struct loom_bootstrap *bs, const struct loom_notice *n);
 
 void loom_bootstrap_close(struct loom_bootstrap *bs);

@@ -247,6 +247,7 @@ loomResult_t loom_socket_listen(const union loom_sockaddr *local, int *fd,
                         "<= 65535",
                         range);
     int reserved = comm_id_port();
+    err = EADDRINUSE; /* what the range's only port being reserved amounts to */
     for (int port = lo; port <= hi; port++) {
       if (port == reserved)
         continue; /* rank 0 hosts the root there */

@@ -143,6 +143,30 @@ int loom_hello_decode(const uint8_t *in, uint8_t secret[LOOM_SECRET_BYTES],
   return p->rank < *nranks ? 0 : -1;
 }
 
+const char *loom_notice_text(int kind) {
+  switch (kind) {
+  case LOOM_NOTICE_TIMEOUT:
+    return "stopped making progress (timeout)";
+  case LOOM_NOTICE_ABORT:
+    return "aborted its communicator";
+  case LOOM_NOTICE_MISMATCH:
+    return "made a call that does not match this one (different collective or count)";
+  default:
+    return "failed or exited";
+  }
+}
+
+loomResult_t loom_notice_result(int kind) {
+  switch (kind) {
+  case LOOM_NOTICE_TIMEOUT:
+    return loomTimeout;
+  case LOOM_NOTICE_MISMATCH:
+    return loomInvalidUsage;
+  default:
+    return loomRemoteError;
+  }
+}
+
 void loom_notice_encode(const struct loom_notice *n, uint8_t out[LOOM_NOTICE_BYTES]) {
   loom_put_u32(out, (uint32_t)n->suspect);
   loom_put_u32(out + 4, (uint32_t)n->reporter);

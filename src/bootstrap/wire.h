@@ -83,6 +83,9 @@ enum loom_notice_kind {
 struct loom_notice {
   int32_t suspect, reporter, kind;
 };
+/* What a notice means, for messages, and the result code it gives. */
+const char *loom_notice_text(int kind);
+loomResult_t loom_notice_result(int kind);
 void loom_notice_encode(const struct loom_notice *n, uint8_t out[LOOM_NOTICE_BYTES]);
 int loom_notice_decode(const uint8_t in[LOOM_NOTICE_BYTES], struct loom_notice *n);
 

@@ -19,6 +19,9 @@ loomResult_t loom_error(loomResult_t code, int subsys, const char *fmt, ...) {
 
 const char *loom_last_error(void) { return last_error; }
 void loom_clear_last_error(void) { last_error[0] = '\0'; }
+void loom_set_last_error(const char *text) {
+  snprintf(last_error, sizeof last_error, "%s", text);
+}
 
 const char *loomGetErrorString(loomResult_t result) {
   switch (result) {

@@ -18,6 +18,9 @@ loomResult_t loom_error(loomResult_t code, int subsys, const char *fmt, ...)
 /* The calling thread's last error text ("" when none). */
 const char *loom_last_error(void);
 void loom_clear_last_error(void);
+/* Makes `text` this thread's last error without logging it again (an error
+ * first seen on another thread, e.g. a non-blocking init). */
+void loom_set_last_error(const char *text);
 
 #define LOOM_CHECK(call)                                                       \
   do {                                                                         \

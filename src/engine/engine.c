@@ -237,31 +237,6 @@ static int waited_peer(const struct run *r) {
   return -1;
 }
 
-static const char *notice_kind_text(int kind) {
-  switch (kind) {
-  case LOOM_NOTICE_TIMEOUT:
-    return "stopped making progress (timeout)";
-  case LOOM_NOTICE_ABORT:
-    return "aborted its communicator";
-  case LOOM_NOTICE_MISMATCH:
-    return "made a call that does not match this one (different collective, count, "
-           "datatype or op)";
-  default:
-    return "failed or exited";
-  }
-}
-
-static loomResult_t notice_code(int kind) {
-  switch (kind) {
-  case LOOM_NOTICE_TIMEOUT:
-    return loomTimeout;
-  case LOOM_NOTICE_MISMATCH:
-    return loomInvalidUsage;
-  default:
-    return loomRemoteError;
-  }
-}
-
 /* How much a diagnosis is worth: this rank's own timeout is only a guess
  * (it names the peer it waited on, which may itself be waiting); a closed
  * connection may be a peer that failed for another reason; what upstream
@@ -317,9 +292,9 @@ static loomResult_t fail_run(struct run *r, struct loom_notice nt, const char *d
   }
   if (!sent)
     loom_bootstrap_send_notice(e->bs, &nt);
-  return loom_error(notice_code(nt.kind), LOOM_LOG_COLL,
+  return loom_error(loom_notice_result(nt.kind), LOOM_LOG_COLL,
                     "rank %d: %s failed: rank %d %s (reported by rank %d)%s%s", e->rank,
-                    r->op->name, nt.suspect, notice_kind_text(nt.kind), nt.reporter,
+                    r->op->name, nt.suspect, loom_notice_text(nt.kind), nt.reporter,
                     detail[0] ? "; here: " : "", detail);
 }
 

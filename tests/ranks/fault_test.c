@@ -15,6 +15,9 @@
  *                      hangs
  *   --abort            loomCommAbort from another thread ends a blocked
  *                      collective within a second
+ *   --nonblocking      config.blocking = 0: loomInProgress, then ready; and
+ *                      with a missing rank, the error and its text arrive
+ *                      through loomCommGetAsyncError on this thread
  * Exit 0 when the scenario behaved as required.
  */
 #include "bootstrap/wire.h"
@@ -309,6 +312,53 @@ static void abort_blocked(void) {
   printf("rank 0: abort ended the blocked collective after %.2f s\n", waited);
 }
 
+/* Polls loomCommGetAsyncError until it leaves loomInProgress (bounded). */
+static loomResult_t wait_ready(loomComm_t comm, double limit_s) {
+  uint64_t start = loom_now_ns();
+  loomResult_t state = loomInProgress;
+  while (state == loomInProgress && elapsed_s(start) < limit_s) {
+    CHECK_LOOM(loomCommGetAsyncError(comm, &state));
+    usleep(1000);
+  }
+  return state;
+}
+
+static void nonblocking(void) {
+  loomUniqueId id;
+  CHECK_LOOM(loomGetUniqueId(&id));
+  loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
+  cfg.blocking = 0;
+  cfg.commName = "nb";
+  loomComm_t comm;
+  loomResult_t res = loomCommInitRankConfig(&comm, nranks, id, rank, &cfg);
+  if (res != loomInProgress)
+    FAIL("non-blocking init returned %s, expected loomInProgress", loomGetErrorString(res));
+  loomResult_t state = wait_ready(comm, 30);
+  if (state != loomSuccess)
+    FAIL("non-blocking init ended with %s: %s", loomGetErrorString(state),
+         loomGetLastError(NULL));
+  int64_t x = rank + 1, y = 0;
+  CHECK_LOOM(loomAllReduce(&x, &y, 1, loomInt64, loomSum, comm, NULL));
+  if (y != (int64_t)nranks * (nranks + 1) / 2)
+    FAIL("sum after non-blocking init is %lld", (long long)y);
+  CHECK_LOOM(loomCommFinalize(comm));
+  if (loomAllReduce(&x, &y, 1, loomInt64, loomSum, comm, NULL) != loomInvalidUsage)
+    FAIL("a collective after loomCommFinalize was not refused");
+  CHECK_LOOM(loomCommDestroy(comm));
+  /* Now one rank too many: the failure and its text reach this thread. */
+  CHECK_LOOM(loomGetUniqueId(&id));
+  res = loomCommInitRankConfig(&comm, nranks + 1, id, rank, &cfg);
+  if (res != loomInProgress)
+    FAIL("second non-blocking init returned %s", loomGetErrorString(res));
+  state = wait_ready(comm, 30);
+  if (state != loomTimeout || strstr(loomGetLastError(NULL), "never arrived") == NULL)
+    FAIL("non-blocking init with a missing rank: %s, \"%s\"", loomGetErrorString(state),
+         loomGetLastError(NULL));
+  CHECK_LOOM(loomCommDestroy(comm));
+  printf("rank %d: non-blocking init ready, then failed as required: %s\n", rank,
+         loomGetLastError(NULL));
+}
+
 int main(int argc, char **argv) {
   loomLaunchInfo_t li;
   if (loomGetLaunchInfo(&li) != loomSuccess) {
@@ -332,9 +382,11 @@ int main(int argc, char **argv) {
     mismatch();
   else if (argc >= 2 && strcmp(argv[1], "--abort") == 0)
     abort_blocked();
+  else if (argc >= 2 && strcmp(argv[1], "--nonblocking") == 0)
+    nonblocking();
   else {
     fprintf(stderr, "usage: fault_test --bad-input | --kill K | --stall K MS | --missing | "
-                    "--stray | --mismatch | --abort\n");
+                    "--stray | --mismatch | --abort | --nonblocking\n");
     return 2;
   }
   return 0;

@@ -8,6 +8,9 @@ CT="$TESTBIN/ranks/coll_test"
 LOOM_BOOTSTRAP_TIMEOUT=2 run_ranks 3 60 "$FT" --missing
 expect_count "init failed after .*ranks 3 (1 of 4) never arrived" 3 "every rank names the missing rank 3"
 
+LOOM_BOOTSTRAP_TIMEOUT=2 run_ranks 3 60 "$FT" --nonblocking
+expect_count "non-blocking init ready, then failed as required: .*never arrived" 3 "non-blocking init, success and failure"
+
 run_ranks 1 60 "$FT" --stray
 expect_count "joined in" 1 "rank joins past junk connections"
 expect_count "dropped connection" 3 "junk, oversized and wrong-secret hellos dropped and logged"

@@ -133,16 +133,13 @@ static loomResult_t tcp_connect(void *vctx, int npeers, const int *peers,
                                 const void *addrs, uint64_t deadline, void **conns) {
   struct tcp_ctx *ctx = vctx;
   loomResult_t res = loomSuccess;
-  int pending_accepts = 0;
   for (int i = 0; i < npeers; i++) {
     int p = peers[i];
     if (ctx->conns[p] != NULL)
       continue;
     if ((ctx->conns[p] = new_conn(ctx, p)) == NULL)
       return loom_error(loomSystemError, LOOM_LOG_NET, "out of memory");
-    if (p > ctx->rank)
-      continue; /* it connects to us */
-    pending_accepts++;
+    /* The lower rank connects, the higher accepts. */
   }
   /* Lower rank connects: the kernel's accept queue holds our connections
    * until the peer accepts, so connecting first cannot deadlock. */

@@ -141,7 +141,7 @@ static loomResult_t check_hdr(struct tcp_conn *c, const struct tcp_part *p) {
       c->failed = loom_error(loomInvalidUsage, LOOM_LOG_NET,
                              "rank %d: rank %d sent a message of %llu bytes where "
                              "%zu were expected (did the ranks call different "
-                             "collectives, counts or datatypes?)",
+                             "collectives or counts?)",
                              c->ctx->rank, c->peer, (unsigned long long)msg_len,
                              p->xfer->len);
     return c->failed;

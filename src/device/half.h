@@ -2,10 +2,12 @@
  * half.h — scalar conversions between float32 and the two 16-bit float
  * formats Loom reduces: IEEE 754 binary16 ("float16", "half") and bfloat16.
  *
- * Everything here is portable C11 (bit casts through memcpy, integer
- * arithmetic only), so the results do not depend on the floating-point
- * environment (rounding mode, FTZ/DAZ) and match the x86 F16C instructions
- * bit for bit (checked against VCVTPH2PS/VCVTPS2PH for all 2^16 halves).
+ * Everything here is portable C11: bit casts through memcpy and integer
+ * arithmetic (plus one exact float multiply on normal operands), so the
+ * results do not depend on the floating-point environment (rounding mode,
+ * FTZ/DAZ).  They match the x86 F16C instructions bit for bit, NaN payloads
+ * included (checked against VCVTPH2PS for all 2^16 halves and VCVTPS2PH for
+ * all 2^32 floats), so reduce.c's F16C and portable paths round alike.
  *
  *  - float16 -> float32 and bfloat16 -> float32 are exact.
  *  - float32 -> float16 and float32 -> bfloat16 round to nearest, ties to

@@ -5,7 +5,7 @@
 #include "api/comm.h"
 #include "core/error.h"
 #include "device/reduce.h"
-#include "sched/schedule.h"
+#include "plan/plan.h"
 
 #include <stdint.h>
 #include <stdlib.h>
@@ -64,10 +64,8 @@ static loomResult_t run_collective(loomComm_t comm, const char *name,
     goto out;
   }
   struct loom_schedule sched = {.steps = steps, .block_off = blocks, .block_count = blocks + n};
-  if (allgather)
-    loom_ring_allgather(comm->rank, n, count, &sched);
-  else
-    loom_ring_allreduce(comm->rank, n, count, &sched);
+  loom_plan(allgather ? LOOM_COLL_ALLGATHER : LOOM_COLL_ALLREDUCE, comm->rank, n, count,
+            loom_datatype_size(datatype), &sched);
   struct loom_engine_op eop = {name, &sched, sendbuff, recvbuff, datatype, op};
   pthread_mutex_lock(&comm->op_lock);
   loom_log_set_rank(comm->rank);

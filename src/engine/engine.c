@@ -203,6 +203,11 @@ static void complete_recvs(struct run *r, int *progressed) {
     if (!x->done)
       return;
     const struct loom_step *st = &r->s->steps[id / r->K];
+    /* A step receiving into the block it sends: in place that is the same
+     * memory, so the slice must have left before it is overwritten. */
+    if (st->send_peer >= 0 && st->send_block == st->recv_block &&
+        !(r->next_send > (size_t)id && r->sx[id].done))
+      return;
     if (st->recv_op == LOOM_RECV_REDUCE) {
       size_t off, n;
       slice_range(r, st->recv_block, id % r->K, &off, &n);
@@ -298,13 +303,17 @@ static loomResult_t fail_run(struct run *r, struct loom_notice nt, const char *d
                     detail[0] ? "; here: " : "", detail);
 }
 
-/* Blocks in the kernel until a socket, a notice or an abort wakes us. */
-static loomResult_t wait_kernel(struct run *r, int ms) {
+/* Blocks in the kernel until a socket, a notice or an abort wakes us;
+ * *notice_ready tells whether the bootstrap notice socket is readable (it
+ * is only looked at here: checking it while spinning costs a syscall per
+ * turn). */
+static loomResult_t wait_kernel(struct run *r, int ms, int *notice_ready) {
   struct loom_engine *e = r->e;
   struct pollfd fds[ENGINE_MAX_POLL_FDS + 2];
   int n = e->tp->poll_fds(e->tp_ctx, fds, ENGINE_MAX_POLL_FDS);
-  int notice_fd = loom_bootstrap_notice_fd(e->bs);
+  int notice_fd = loom_bootstrap_notice_fd(e->bs), notice_idx = -1;
   if (notice_fd >= 0) {
+    notice_idx = n;
     fds[n].fd = notice_fd;
     fds[n].events = POLLIN;
     fds[n].revents = 0;
@@ -318,6 +327,7 @@ static loomResult_t wait_kernel(struct run *r, int ms) {
   }
   if (poll(fds, (nfds_t)n, ms) < 0 && errno != EINTR)
     return loom_error(loomSystemError, LOOM_LOG_COLL, "poll: %s", strerror(errno));
+  *notice_ready = notice_idx >= 0 && fds[notice_idx].revents != 0;
   return loomSuccess;
 }
 
@@ -352,6 +362,7 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
   uint64_t spin_ns = (uint64_t)e->spin_us * 1000u;
   uint64_t now = loom_now_ns(), last_progress = now;
   uint64_t timeout_ns = e->timeout_ms > 0 ? (uint64_t)e->timeout_ms * 1000000ull : 0;
+  int notice_ready = 0;
   for (;;) {
     int progressed = 0, failed_peer = -1;
     loomResult_t res = post_sends(&r, &progressed);
@@ -379,8 +390,9 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
                         "rank %d: %s interrupted: the communicator was aborted", e->rank,
                         op->name);
     struct loom_notice nt;
-    if (loom_bootstrap_read_notice(e->bs, 0, &nt))
+    if (notice_ready && loom_bootstrap_read_notice(e->bs, 0, &nt))
       return fail_run(&r, nt, NULL);
+    notice_ready = 0;
     if (timeout_ns && now - last_progress > timeout_ns) {
       struct loom_notice self = {waited_peer(&r), e->rank, LOOM_NOTICE_TIMEOUT};
       char detail[160];
@@ -400,6 +412,6 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
       if (left / 1000000u + 1 < (uint64_t)ms)
         ms = (int)(left / 1000000u) + 1;
     }
-    LOOM_CHECK(wait_kernel(&r, ms));
+    LOOM_CHECK(wait_kernel(&r, ms, &notice_ready));
   }
 }

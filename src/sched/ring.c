@@ -51,6 +51,22 @@ void loom_ring_allreduce(int rank, int nranks, size_t count, struct loom_schedul
   }
 }
 
+void loom_pair_allreduce(int rank, size_t count, struct loom_schedule *s) {
+  s->nblocks = 1;
+  s->block_off[0] = 0;
+  s->block_count[0] = count;
+  s->send_origin = 0;
+  s->copy_send_block = -1;
+  s->nsteps = 1;
+  struct loom_step *p = &s->steps[0];
+  p->send_peer = p->recv_peer = 1 - rank;
+  p->send_block = p->recv_block = 0;
+  p->send_from = LOOM_BUF_SEND;
+  p->send_waits = 0;
+  p->recv_op = LOOM_RECV_REDUCE;
+  p->finalize = 1;
+}
+
 void loom_ring_allgather(int rank, int nranks, size_t count, struct loom_schedule *s) {
   int n = nranks, next = loom_ring_next(rank, n), prev = loom_ring_prev(rank, n);
   s->nblocks = n;

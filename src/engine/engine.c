@@ -212,7 +212,9 @@ static void complete_recvs(struct run *r, int *progressed) {
       size_t off, n;
       slice_range(r, st->recv_block, id % r->K, &off, &n);
       char *dst = (char *)r->op->recvbuff + off * r->esize;
-      const char *mine = (const char *)r->op->sendbuff + (off - r->s->send_origin) * r->esize;
+      const char *mine = st->reduce_with == LOOM_BUF_RECV
+                             ? dst
+                             : (const char *)r->op->sendbuff + (off - r->s->send_origin) * r->esize;
       loom_reduce(dst, mine, x->buf, n, r->op->datatype, r->op->op);
       if (st->finalize && r->op->op == loomAvg)
         loom_scale_avg(dst, n, r->op->datatype, r->e->nranks);

@@ -36,6 +36,7 @@ void loom_ring_allreduce(int rank, int nranks, size_t count, struct loom_schedul
     p->recv_peer = prev;
     p->recv_block = mod(rank - st - 1, n);
     p->recv_op = LOOM_RECV_REDUCE;
+    p->reduce_with = LOOM_BUF_SEND;
     p->finalize = st == n - 2;
   }
   for (int st = 0; st < n - 1; st++) {
@@ -47,24 +48,28 @@ void loom_ring_allreduce(int rank, int nranks, size_t count, struct loom_schedul
     p->recv_peer = prev;
     p->recv_block = mod(rank - st, n);
     p->recv_op = LOOM_RECV_COPY;
+    p->reduce_with = LOOM_BUF_SEND;
     p->finalize = 0;
   }
 }
 
-void loom_pair_allreduce(int rank, size_t count, struct loom_schedule *s) {
+void loom_rd_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s) {
   s->nblocks = 1;
   s->block_off[0] = 0;
   s->block_count[0] = count;
   s->send_origin = 0;
-  s->copy_send_block = -1;
-  s->nsteps = 1;
-  struct loom_step *p = &s->steps[0];
-  p->send_peer = p->recv_peer = 1 - rank;
-  p->send_block = p->recv_block = 0;
-  p->send_from = LOOM_BUF_SEND;
-  p->send_waits = 0;
-  p->recv_op = LOOM_RECV_REDUCE;
-  p->finalize = 1;
+  s->copy_send_block = nranks == 1 ? 0 : -1;
+  s->nsteps = 0;
+  for (int k = 0; (1 << k) < nranks; k++) {
+    struct loom_step *p = &s->steps[s->nsteps++];
+    p->send_peer = p->recv_peer = rank ^ (1 << k);
+    p->send_block = p->recv_block = 0;
+    p->send_from = k == 0 ? LOOM_BUF_SEND : LOOM_BUF_RECV;
+    p->send_waits = k > 0;
+    p->recv_op = LOOM_RECV_REDUCE;
+    p->reduce_with = k == 0 ? LOOM_BUF_SEND : LOOM_BUF_RECV;
+    p->finalize = (2 << k) >= nranks;
+  }
 }
 
 void loom_ring_allgather(int rank, int nranks, size_t count, struct loom_schedule *s) {
@@ -87,6 +92,7 @@ void loom_ring_allgather(int rank, int nranks, size_t count, struct loom_schedul
     p->recv_peer = prev;
     p->recv_block = mod(rank - st - 1, n);
     p->recv_op = LOOM_RECV_COPY;
+    p->reduce_with = LOOM_BUF_SEND;
     p->finalize = 0;
   }
 }

@@ -18,7 +18,7 @@ enum loom_buf { LOOM_BUF_SEND = 0, LOOM_BUF_RECV = 1 };
 enum loom_recv_op {
   LOOM_RECV_NONE = 0,
   LOOM_RECV_COPY = 1,   /* land the data in recvbuff's block */
-  LOOM_RECV_REDUCE = 2, /* recvbuff[block] = sendbuff[block] op data */
+  LOOM_RECV_REDUCE = 2, /* recvbuff[block] = mine[block] op data */
 };
 
 struct loom_step {
@@ -29,6 +29,7 @@ struct loom_step {
   int recv_peer;            /* -1: no receive */
   int recv_block;
   unsigned char recv_op;    /* enum loom_recv_op */
+  unsigned char reduce_with; /* enum loom_buf holding this rank's operand ("mine") */
   unsigned char finalize;   /* 1: apply the op's final step (avg: divide) after the reduce */
 };
 
@@ -49,10 +50,13 @@ void loom_sched_split(size_t count, int n, size_t *off, size_t *cnt);
 
 /* Ring all-reduce: reduce-scatter then all-gather, 2(n-1) steps. */
 void loom_ring_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s);
-/* Two ranks exchange their whole buffers and both reduce: one latency
- * instead of the ring's two.  Both compute a op b with the operands
- * swapped, which is the same value for every op (all are commutative). */
-void loom_pair_allreduce(int rank, size_t count, struct loom_schedule *s);
+/* Recursive doubling, for a power-of-two nranks: in step k rank r swaps its
+ * whole partial result with rank r ^ 2^k and both reduce, log2(n) steps
+ * instead of the ring's 2(n-1).  The two of a pair compute a op b with the
+ * operands swapped, the same value for every op (all are commutative), so
+ * every rank ends with the same bits. */
+void loom_rd_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s);
+static inline int loom_is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
 /* Ring all-gather of `count` elements per rank, n-1 steps. */
 void loom_ring_allgather(int rank, int nranks, size_t count, struct loom_schedule *s);
 

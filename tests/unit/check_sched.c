@@ -100,7 +100,7 @@ struct val {
 };
 #define MAX_COUNT 65535 /* src fits in 16 bits */
 
-enum coll { ALLREDUCE, ALLGATHER, PAIR };
+enum coll { ALLREDUCE, ALLGATHER, RD };
 
 struct rank_state {
   struct loom_schedule s;
@@ -151,6 +151,8 @@ static void check_step_fields(const struct rank_state *st, int rank, int n, int 
            "rank %d step %d: bad recv_block %d", rank, i, p->recv_block);
     EXPECT(p->recv_op == LOOM_RECV_COPY || p->recv_op == LOOM_RECV_REDUCE,
            "rank %d step %d: bad recv_op %d", rank, i, p->recv_op);
+    EXPECT(p->reduce_with == LOOM_BUF_SEND || p->reduce_with == LOOM_BUF_RECV,
+           "rank %d step %d: bad reduce_with %d", rank, i, p->reduce_with);
   }
   EXPECT(p->finalize <= 1, "rank %d step %d: bad finalize %d", rank, i, p->finalize);
 }
@@ -182,6 +184,13 @@ static struct val send_read(const struct rank_state *st, int r, size_t idx, int 
 /* Runs coll for n ranks and count elements (per rank for all-gather);
  * inplace: sendbuff == recvbuff (all-reduce) or recvbuff + rank*count
  * (all-gather), as the API allows. */
+static int rd_steps(int n) {
+  int k = 0;
+  while ((1 << k) < n)
+    k++;
+  return k;
+}
+
 static void simulate(enum coll coll, int n, size_t count, int inplace) {
   EXPECT(count <= MAX_COUNT, "count %zu too large for the simulator", count);
   struct rank_state *rs = calloc((size_t)n, sizeof *rs);
@@ -202,19 +211,19 @@ static void simulate(enum coll coll, int n, size_t count, int inplace) {
     st->s.steps = st->steps;
     st->s.block_off = st->off;
     st->s.block_count = st->cnt;
-    if (coll == PAIR)
-      loom_pair_allreduce(r, count, &st->s);
+    if (coll == RD)
+      loom_rd_allreduce(r, n, count, &st->s);
     else if (coll == ALLREDUCE)
       loom_ring_allreduce(r, n, count, &st->s);
     else
       loom_ring_allgather(r, n, count, &st->s);
 
     /* Shape. */
-    int nb = coll == PAIR ? 1 : n;
+    int nb = coll == RD ? 1 : n;
     EXPECT(st->s.nblocks == nb, "n=%d rank %d: nblocks %d", n, r, st->s.nblocks);
     EXPECT(st->off[nb] == POISON && st->cnt[nb] == POISON,
            "n=%d rank %d: block arrays written past nranks entries", n, r);
-    int want_steps = coll == PAIR ? 1 : coll == ALLREDUCE ? (n == 1 ? 0 : 2 * (n - 1)) : n - 1;
+    int want_steps = coll == RD ? rd_steps(n) : coll == ALLREDUCE ? (n == 1 ? 0 : 2 * (n - 1)) : n - 1;
     EXPECT(st->s.nsteps == want_steps, "n=%d rank %d: %d steps, expected %d", n, r,
            st->s.nsteps, want_steps);
     EXPECT(st->s.nsteps <= LOOM_SCHED_MAX_STEPS_PER_RANK(n), "n=%d: too many steps", n);
@@ -238,7 +247,7 @@ static void simulate(enum coll coll, int n, size_t count, int inplace) {
     if (coll != ALLGATHER) {
       EXPECT(st->s.send_origin == 0, "n=%d rank %d: all-reduce send_origin %zu", n, r,
              st->s.send_origin);
-      EXPECT(st->s.copy_send_block == (n == 1 && coll != PAIR ? 0 : -1),
+      EXPECT(st->s.copy_send_block == (n == 1 ? 0 : -1),
              "n=%d rank %d: all-reduce copy_send_block %d", n, r, st->s.copy_send_block);
     } else {
       EXPECT(st->s.send_origin == (size_t)r * count, "n=%d rank %d: send_origin %zu", n, r,
@@ -374,7 +383,9 @@ static void simulate(enum coll coll, int n, size_t count, int inplace) {
         } else {
           EXPECT(e >= st->s.send_origin && e - st->s.send_origin < send_len,
                  "n=%d rank %d step %d: reduce reads outside sendbuff", n, r, step);
-          struct val mine = send_read(st, r, e - st->s.send_origin, inplace);
+          struct val mine = p->reduce_with == LOOM_BUF_RECV
+                                ? st->recv[e]
+                                : send_read(st, r, e - st->s.send_origin, inplace);
           EXPECT(mine.valid, "n=%d rank %d step %d: reduces with unwritten sendbuff", n, r,
                  step);
           struct val v = combine(mine, in, r, step, e);
@@ -452,13 +463,14 @@ START_TEST(ring_allgather_correct) {
 }
 END_TEST
 
-/* Two ranks exchanging whole buffers. */
-START_TEST(pair_allreduce_correct) {
+/* Recursive doubling on 1, 2, 4, ..., 64 ranks. */
+START_TEST(rd_allreduce_correct) {
   size_t counts[] = {0, 1, 2, 3, 1000, 1009};
-  for (size_t j = 0; j < sizeof counts / sizeof counts[0]; j++) {
-    simulate(PAIR, 2, counts[j], 0);
-    simulate(PAIR, 2, counts[j], 1);
-  }
+  for (int n = 1; n <= MAX_RANKS; n *= 2)
+    for (size_t j = 0; j < sizeof counts / sizeof counts[0]; j++) {
+      simulate(RD, n, counts[j], 0);
+      simulate(RD, n, counts[j], 1);
+    }
 }
 END_TEST
 
@@ -512,7 +524,7 @@ static Suite *sched_suite(void) {
   TCase *tc = tcase_create("split");
   tcase_add_test(tc, split_many);
   tcase_add_test(tc, ring_allreduce_shape);
-  tcase_add_test(tc, pair_allreduce_correct);
+  tcase_add_test(tc, rd_allreduce_correct);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("ring");

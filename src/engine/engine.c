@@ -65,7 +65,32 @@ struct run {
   int fifo_head, fifo_count;
   int reduce_inflight;
   size_t reduce_posted;
+  /* copy_send_block, done a slice at a time while waiting on the network */
+  const char *copy_src;
+  char *copy_dst;
+  size_t copy_left;
 };
+
+/* Whether the local copy of block b may wait: no step touches b in recvbuff. */
+static int copy_can_wait(const struct loom_schedule *s, int b) {
+  for (int i = 0; i < s->nsteps; i++) {
+    const struct loom_step *st = &s->steps[i];
+    if ((st->recv_peer >= 0 && st->recv_block == b) ||
+        (st->send_peer >= 0 && st->send_block == b && st->send_from == LOOM_BUF_RECV) ||
+        (st->recv_op == LOOM_RECV_REDUCE && st->reduce_with == LOOM_BUF_RECV))
+      return 0;
+  }
+  return 1;
+}
+
+/* Copies up to `max` bytes of the pending local copy. */
+static void copy_some(struct run *r, size_t max) {
+  size_t n = r->copy_left < max ? r->copy_left : max;
+  memcpy(r->copy_dst, r->copy_src, n);
+  r->copy_dst += n;
+  r->copy_src += n;
+  r->copy_left -= n;
+}
 
 static void slice_range(const struct run *r, int block, int k, size_t *off, size_t *n) {
   size_t start = (size_t)k * r->slice_elems, count = r->s->block_count[block];
@@ -349,11 +374,19 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
     int b = s->copy_send_block;
     char *dst = (char *)op->recvbuff + s->block_off[b] * r.esize;
     const char *src = (const char *)op->sendbuff + (s->block_off[b] - s->send_origin) * r.esize;
-    if (dst != src && s->block_count[b] > 0)
-      memcpy(dst, src, s->block_count[b] * r.esize);
+    if (dst != src && s->block_count[b] > 0) {
+      r.copy_dst = dst;
+      r.copy_src = src;
+      r.copy_left = s->block_count[b] * r.esize;
+      /* Posting the sends first lets the network start while we copy. */
+      if (!copy_can_wait(s, b))
+        copy_some(&r, r.copy_left);
+    }
   }
-  if (s->nsteps == 0 || max_block == 0)
+  if (s->nsteps == 0 || max_block == 0) {
+    copy_some(&r, r.copy_left);
     return loomSuccess;
+  }
   r.slice_elems = e->chunk_bytes / r.esize;
   if (r.slice_elems == 0)
     r.slice_elems = 1;
@@ -380,8 +413,14 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
     }
     complete_recvs(&r, &progressed);
     check_sends(&r);
-    if (r.recvs_processed == r.recvs_total && r.sends_checked == r.sends_total)
+    if (r.recvs_processed == r.recvs_total && r.sends_checked == r.sends_total) {
+      copy_some(&r, r.copy_left);
       return loomSuccess;
+    }
+    if (!progressed && r.copy_left > 0) {
+      copy_some(&r, e->chunk_bytes);
+      progressed = 1;
+    }
     now = loom_now_ns();
     if (progressed) {
       last_progress = now;

@@ -1,13 +1,11 @@
 /*
  * check_reduce.c — unit tests of the host reduction kernels
- * (src/device/reduce.c) and the 16-bit float conversions (src/device/half.h).
+ * (src/device/reduce.c); the 16-bit conversions are in check_half.c.
  *
  * Every datatype x op is checked against a scalar reference written here
  * (integer arithmetic done in 64 bits and truncated, float arithmetic done in
  * double and rounded), for several lengths, misalignments and every allowed
- * aliasing of dst with a and b.  The conversions are checked against tables
- * of known bit patterns and against slow reference roundings that search
- * the representable values.
+ * aliasing of dst with a and b.
  */
 #include "device/half.h"
 #include "device/reduce.h"
@@ -20,92 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- Helpers ------------------------------------------------------------- */
-
-/* Check's ck_assert records every passing check through its IPC channel,
- * which costs a system call; loops over many elements use this instead. */
-#define EXPECT(cond, ...)                                                      \
-  do {                                                                         \
-    if (!(cond))                                                               \
-      ck_abort_msg(__VA_ARGS__);                                               \
-  } while (0)
-
-static uint64_t rng_state;
-
-static uint64_t rng(void) { /* xorshift64* */
-  rng_state ^= rng_state >> 12;
-  rng_state ^= rng_state << 25;
-  rng_state ^= rng_state >> 27;
-  return rng_state * 0x2545F4914F6CDD1DULL;
-}
-
-static float bits_f(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-static uint32_t f_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-static int half_is_nan(uint16_t h) { return (h & 0x7fffu) > 0x7c00u; }
-static int bf16_is_nan(uint16_t h) { return (h & 0x7fffu) > 0x7f80u; }
-
-/* Value of a non-negative finite half, computed independently of half.h;
- * 0x7c00 counts as 2^16 (the next binade, for rounding at overflow). */
-static double half_value(uint16_t h) {
-  int e = (h >> 10) & 0x1f, m = h & 0x3ff;
-  if (e == 0)
-    return ldexp(m, -24);
-  return ldexp(1024 + m, e - 25);
-}
-
-/* Reference float -> half: binary search of the representable magnitudes
- * and round to nearest even, with rounding as if the exponent were
- * unbounded (so anything at or above 65520 becomes Inf). */
-static uint16_t ref_float_to_half(float f) {
-  uint16_t sign = signbit(f) ? 0x8000 : 0;
-  if (isnan(f))
-    return 0x7e00; /* only NaN-ness is compared */
-  double v = fabs((double)f);
-  if (isinf(f) || v >= 65536.0)
-    return sign | 0x7c00;
-  uint16_t lo = 0, hi = 0x7c00; /* half_value(lo) <= v < half_value(hi) */
-  while (hi - lo > 1) {
-    uint16_t mid = (uint16_t)((lo + hi) / 2);
-    if (half_value(mid) <= v)
-      lo = mid;
-    else
-      hi = mid;
-  }
-  double dl = v - half_value(lo), dh = half_value(hi) - v;
-  uint16_t r = (dl < dh || (dl == dh && (lo & 1) == 0)) ? lo : hi;
-  return sign | r;
-}
-
-/* Reference float -> bf16: the two neighbours by truncation, compared in
- * double; 0x7f80 counts as 2^128. */
-static double bf16_value(uint16_t b) {
-  if (b == 0x7f80)
-    return ldexp(1.0, 128);
-  return (double)bits_f((uint32_t)b << 16);
-}
-
-static uint16_t ref_float_to_bf16(float f) {
-  uint16_t sign = signbit(f) ? 0x8000 : 0;
-  if (isnan(f))
-    return 0x7fc0;
-  if (isinf(f))
-    return sign | 0x7f80;
-  double v = fabs((double)f);
-  uint16_t lo = (uint16_t)((f_bits(f) & 0x7fffffffu) >> 16), hi = lo + 1;
-  double dl = v - bf16_value(lo), dh = bf16_value(hi) - v;
-  uint16_t r = (dl < dh || (dl == dh && (lo & 1) == 0)) ? lo : hi;
-  return sign | r;
-}
+#include "halfref.h"
 
 /* ---- Reference reduction ------------------------------------------------- */
 
@@ -668,132 +581,6 @@ START_TEST(test_infinities) {
 }
 END_TEST
 
-/* ---- float16 conversions ------------------------------------------------- */
-
-START_TEST(test_half_table) {
-  static const struct {
-    float f;
-    uint16_t h;
-  } exact[] = {
-      {0.0f, 0x0000},          {-0.0f, 0x8000},
-      {1.0f, 0x3C00},          {-1.0f, 0xBC00},
-      {2.0f, 0x4000},          {0.5f, 0x3800},
-      {-2.5f, 0xC100},         {65504.0f, 0x7BFF},
-      {-65504.0f, 0xFBFF},     {0x1p-14f, 0x0400},
-      {0x1p-24f, 0x0001},      {-0x1p-24f, 0x8001},
-      {0x3ffp-24f, 0x03FF},    {0x1p-15f, 0x0200},
-      {1.0009765625f, 0x3C01}, {0.333251953125f, 0x3555},
-      {INFINITY, 0x7C00},      {-INFINITY, 0xFC00},
-  };
-  for (size_t i = 0; i < sizeof exact / sizeof exact[0]; i++) {
-    ck_assert_msg(loom_float_to_half(exact[i].f) == exact[i].h,
-                  "to_half(%a) = 0x%04x, want 0x%04x", (double)exact[i].f,
-                  loom_float_to_half(exact[i].f), exact[i].h);
-    float back = loom_half_to_float(exact[i].h);
-    ck_assert_msg(f_bits(back) == f_bits(exact[i].f), "to_float(0x%04x) = %a",
-                  exact[i].h, (double)back);
-  }
-  static const struct {
-    float f;
-    uint16_t h;
-  } rounded[] = {
-      {0.1f, 0x2E66}, /* 0.0999755859375 */
-      {-0.1f, 0xAE66},
-      {1.0f / 3.0f, 0x3555},
-      {65519.0f, 0x7BFF}, /* below the midpoint 65520 */
-      {65520.0f, 0x7C00}, /* midpoint, ties to even: Inf */
-      {-65520.0f, 0xFC00},
-      {1e6f, 0x7C00},
-      {FLT_MAX, 0x7C00},
-      {1.00048828125f, 0x3C00}, /* 1 + 2^-11: tie, even is 1.0 */
-      {1.00146484375f, 0x3C02}, /* 1 + 3*2^-11: tie, even is 0x3C02 */
-      {0x1.002002p+0f, 0x3C01}, /* just above the tie */
-      {0x1p-25f, 0x0000},       /* half the smallest subnormal: tie to 0 */
-      {-0x1p-25f, 0x8000},
-      {0x1.000002p-25f, 0x0001}, /* just above: rounds up */
-      {0x3p-25f, 0x0002},        /* 1.5 * 2^-24: tie, even is 2 */
-      {0x5p-25f, 0x0002},        /* 2.5 * 2^-24: tie, even is 2 */
-      {0x7p-25f, 0x0004},        /* 3.5 * 2^-24: tie, even is 4 */
-      {0x7ffp-25f, 0x0400},      /* 1023.5 * 2^-24 rounds up to 2^-14 */
-      {1e-10f, 0x0000},
-      {FLT_MIN, 0x0000},
-      {1e-45f, 0x0000}, /* float subnormal */
-      {-1e-45f, 0x8000},
-  };
-  for (size_t i = 0; i < sizeof rounded / sizeof rounded[0]; i++)
-    ck_assert_msg(loom_float_to_half(rounded[i].f) == rounded[i].h,
-                  "to_half(%a) = 0x%04x, want 0x%04x", (double)rounded[i].f,
-                  loom_float_to_half(rounded[i].f), rounded[i].h);
-
-  ck_assert(half_is_nan(loom_float_to_half(NAN)));
-  ck_assert(half_is_nan(loom_float_to_half(-NAN)));
-  ck_assert(half_is_nan(loom_float_to_half(bits_f(0x7f800001u)))); /* sNaN */
-  ck_assert(half_is_nan(loom_float_to_half(bits_f(0x7fc00000u))));
-  ck_assert(half_is_nan(loom_float_to_half(bits_f(0xff800001u))));
-  ck_assert(isnan(loom_half_to_float(0x7C01)));
-  ck_assert(isnan(loom_half_to_float(0x7E00)));
-  ck_assert(isnan(loom_half_to_float(0xFFFF)));
-  ck_assert(loom_half_to_float(0x7C00) == INFINITY);
-  ck_assert(loom_half_to_float(0xFC00) == -INFINITY);
-}
-END_TEST
-
-/* Every half: to_float matches an independent decoding, and converting back
- * gives the same bits (NaN stays NaN). */
-START_TEST(test_half_exhaustive) {
-  for (uint32_t h = 0; h <= 0xffff; h++) {
-    float f = loom_half_to_float((uint16_t)h);
-    int e = (h >> 10) & 0x1f;
-    if (e == 0x1f && (h & 0x3ff)) {
-      EXPECT(isnan(f), "0x%04x", h);
-      EXPECT(half_is_nan(loom_float_to_half(f)), "0x%04x", h);
-      continue;
-    }
-    double want = e == 0x1f ? INFINITY : half_value((uint16_t)(h & 0x7fff));
-    if (h & 0x8000)
-      want = -want;
-    EXPECT((double)f == want && !signbit(f) == !(h & 0x8000),
-           "to_float(0x%04x) = %a, want %a", h, (double)f, want);
-    EXPECT(loom_float_to_half(f) == h, "round trip of 0x%04x gives 0x%04x", h,
-           loom_float_to_half(f));
-  }
-}
-END_TEST
-
-/* float -> half against the search-based reference: every midpoint between
- * neighbouring halves and its two float neighbours, plus random floats. */
-START_TEST(test_half_rounding_reference) {
-  for (uint16_t h = 0; h < 0x7c00; h++) {
-    double mid = (half_value(h) + half_value((uint16_t)(h + 1))) / 2;
-    float m =
-        (float)mid; /* exact: a half midpoint has <= 12 significant bits */
-    EXPECT((double)m == mid, "midpoint above 0x%04x is not a float", h);
-    float cand[3] = {m, nextafterf(m, 0.0f), nextafterf(m, INFINITY)};
-    for (int k = 0; k < 3; k++)
-      for (int s = 0; s < 2; s++) {
-        float f = s ? -cand[k] : cand[k];
-        EXPECT(loom_float_to_half(f) == ref_float_to_half(f),
-               "to_half(%a) = 0x%04x, want 0x%04x", (double)f,
-               loom_float_to_half(f), ref_float_to_half(f));
-      }
-  }
-  rng_state = 12345;
-  for (int i = 0; i < 200000; i++) {
-    uint32_t u = (uint32_t)rng();
-    if (i & 1) /* concentrate on the half range: exponents 100..145 */
-      u = (u & 0x807fffffu) | ((uint32_t)(100 + (u >> 23) % 46) << 23);
-    float f = bits_f(u);
-    uint16_t got = loom_float_to_half(f), want = ref_float_to_half(f);
-    if (isnan(f))
-      EXPECT(half_is_nan(got), "to_half(NaN 0x%08x) = 0x%04x", u, got);
-    else
-      EXPECT(got == want, "to_half(%a) = 0x%04x, want 0x%04x", (double)f, got,
-             want);
-  }
-}
-END_TEST
-
-/* float16 arithmetic on subnormals and rounding, through loom_reduce. */
 START_TEST(test_half_reduce_cases) {
   /* 2^-24 + 2^-24 = 2^-23 (0x0002); smallest normal - smallest subnormal. */
   ck_assert_uint_eq(h16_op(0x0001, 0x0001, loomSum, loomFloat16), 0x0002);
@@ -812,77 +599,6 @@ START_TEST(test_half_reduce_cases) {
   ck_assert_uint_eq(h16_op(0x0001, 0x0002, loomMax, loomFloat16), 0x0002);
   ck_assert_uint_eq(h16_op(0x8001, 0x0001, loomMin, loomFloat16), 0x8001);
   ck_assert_uint_eq(h16_op(0xBC00, 0x3C00, loomMax, loomFloat16), 0x3C00);
-}
-END_TEST
-
-/* ---- bfloat16 conversions ------------------------------------------------ */
-
-START_TEST(test_bf16_table) {
-  static const struct {
-    uint32_t f; /* float32 bits */
-    uint16_t b;
-  } cases[] = {
-      {0x00000000u, 0x0000}, /* 0 */
-      {0x80000000u, 0x8000}, /* -0 */
-      {0x3f800000u, 0x3F80}, /* 1 */
-      {0xbf800000u, 0xBF80}, /* -1 */
-      {0x40000000u, 0x4000}, /* 2 */
-      {0x3f000000u, 0x3F00}, /* 0.5 */
-      {0x40400000u, 0x4040}, /* 3 */
-      {0x7f800000u, 0x7F80}, /* Inf */
-      {0xff800000u, 0xFF80}, /* -Inf */
-      {0x7f7fffffu, 0x7F80}, /* FLT_MAX rounds up past the largest bf16 */
-      {0x7f7f7fffu, 0x7F7F}, /* just below the midpoint */
-      {0x7f7f8000u, 0x7F80}, /* midpoint, 0x7f7f odd: Inf */
-      {0x3f808000u, 0x3F80}, /* 1 + 2^-8: tie, even 0x3F80 */
-      {0x3f818000u, 0x3F82}, /* tie, 0x3F81 odd: up */
-      {0x3f808001u, 0x3F81}, /* just above the tie */
-      {0x3f807fffu, 0x3F80}, /* just below the tie */
-      {0xbf818000u, 0xBF82}, /* negative tie to even */
-      {0x00008000u, 0x0000}, /* subnormal tie to even 0 */
-      {0x00018000u, 0x0002}, /* subnormal tie, up */
-      {0x007fffffu, 0x0080}, /* largest subnormal -> FLT_MIN */
-      {0x3dcccccdu, 0x3DCD}, /* 0.1f */
-      {0x40490fdbu, 0x4049}, /* pi */
-  };
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-    ck_assert_msg(loom_float_to_bf16(bits_f(cases[i].f)) == cases[i].b,
-                  "to_bf16(0x%08x) = 0x%04x, want 0x%04x", cases[i].f,
-                  loom_float_to_bf16(bits_f(cases[i].f)), cases[i].b);
-  ck_assert_uint_eq(f_bits(0.1f), 0x3dcccccdu);
-
-  /* NaN stays a quiet NaN, never Inf (0x7f800001 would round to 0x7f80). */
-  static const uint32_t nans[] = {0x7fc00000u, 0xffc00000u, 0x7f800001u,
-                                  0xff800001u, 0x7fffffffu, 0x7f80ffffu};
-  for (size_t i = 0; i < sizeof nans / sizeof nans[0]; i++) {
-    uint16_t b = loom_float_to_bf16(bits_f(nans[i]));
-    ck_assert_msg(bf16_is_nan(b) && (b & 0x0040), "to_bf16(0x%08x) = 0x%04x",
-                  nans[i], b);
-    ck_assert_uint_eq(b & 0x8000, (nans[i] >> 16) & 0x8000);
-  }
-
-  /* to_float is exact: every bf16 round-trips. */
-  for (uint32_t b = 0; b <= 0xffff; b++) {
-    float f = loom_bf16_to_float((uint16_t)b);
-    EXPECT(f_bits(f) == b << 16, "bf16_to_float(0x%04x) = 0x%08x", b,
-           f_bits(f));
-    if (bf16_is_nan((uint16_t)b))
-      EXPECT(bf16_is_nan(loom_float_to_bf16(f)), "NaN 0x%04x lost", b);
-    else
-      EXPECT(loom_float_to_bf16(f) == b, "round trip of 0x%04x gives 0x%04x", b,
-             loom_float_to_bf16(f));
-  }
-
-  rng_state = 777;
-  for (int i = 0; i < 200000; i++) {
-    float f = bits_f((uint32_t)rng());
-    uint16_t got = loom_float_to_bf16(f);
-    if (isnan(f))
-      EXPECT(bf16_is_nan(got), "to_bf16(NaN %a) = 0x%04x", (double)f, got);
-    else
-      EXPECT(got == ref_float_to_bf16(f), "to_bf16(%a) = 0x%04x", (double)f,
-             got);
-  }
 }
 END_TEST
 
@@ -1162,13 +878,6 @@ static Suite *reduce_suite(void) {
   tcase_add_test(tc, test_avg_floats);
   suite_add_tcase(s, tc);
 
-  tc = tcase_create("conversions");
-  tcase_set_timeout(tc, 60);
-  tcase_add_test(tc, test_half_table);
-  tcase_add_test(tc, test_half_exhaustive);
-  tcase_add_test(tc, test_half_rounding_reference);
-  tcase_add_test(tc, test_bf16_table);
-  suite_add_tcase(s, tc);
   return s;
 }
 

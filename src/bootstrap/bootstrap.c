@@ -446,9 +446,9 @@ int loom_bootstrap_read_notice(struct loom_bootstrap *bs, int wait_ms,
   if (k < (ssize_t)LOOM_FRAME_HDR_BYTES)
     return 0;
   struct loom_frame_hdr h;
-  if (loom_frame_hdr_decode(raw, LOOM_NOTICE_BYTES, &h) != 0 ||
-      h.type != LOOM_FRAME_NOTICE)
-    return 0; /* data of a bootstrap operation still to come: not ours */
+  if (loom_frame_hdr_decode(raw, LOOM_FRAME_MAX_PAYLOAD, &h) != 0 ||
+      h.type != LOOM_FRAME_NOTICE || h.len != LOOM_NOTICE_BYTES)
+    return -1; /* data of a later bootstrap operation: not ours to read */
   if (loom_socket_recv_all(bs->prev_fd, raw, sizeof raw, loom_deadline_ms(1000),
                            "bootstrap predecessor") != loomSuccess ||
       loom_notice_decode(raw + LOOM_FRAME_HDR_BYTES, n) != 0) {

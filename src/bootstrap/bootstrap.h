@@ -52,7 +52,9 @@ loomResult_t loom_bootstrap_barrier(struct loom_bootstrap *bs);
 int loom_bootstrap_notice_fd(const struct loom_bootstrap *bs);
 /* Reads what arrived on the notice fd, waiting at most wait_ms.  Returns 1
  * and fills `n` when a notice arrived or the predecessor closed its socket
- * (then n->suspect is the predecessor, kind DIED), 0 when nothing came. */
+ * (then n->suspect is the predecessor, kind DIED), 0 when nothing (or only
+ * part of a frame) came, -1 when the next frame belongs to a later
+ * bootstrap operation (it is left in place). */
 int loom_bootstrap_read_notice(struct loom_bootstrap *bs, int wait_ms,
                                struct loom_notice *n);
 /* Sends a notice to the ring successor: one non-blocking send, best effort

@@ -69,6 +69,10 @@ struct run {
   const char *copy_src;
   char *copy_dst;
   size_t copy_left;
+  /* The predecessor already sent data of a later bootstrap operation (it
+   * finished this collective and called loomCommFinalize): the notice
+   * socket stays readable, so stop polling it rather than spin. */
+  int notice_fd_busy;
 };
 
 /* Whether the local copy of block b may wait: no step touches b in recvbuff. */
@@ -86,6 +90,8 @@ static int copy_can_wait(const struct loom_schedule *s, int b) {
 /* Copies up to `max` bytes of the pending local copy. */
 static void copy_some(struct run *r, size_t max) {
   size_t n = r->copy_left < max ? r->copy_left : max;
+  if (n == 0)
+    return;
   memcpy(r->copy_dst, r->copy_src, n);
   r->copy_dst += n;
   r->copy_src += n;
@@ -309,7 +315,7 @@ static loomResult_t fail_run(struct run *r, struct loom_notice nt, const char *d
   uint64_t grace_end = loom_deadline_ms(grace_ms);
   struct loom_notice in;
   while (grace_ms > 0 && loom_ms_left(grace_end) > 0 &&
-         loom_bootstrap_read_notice(e->bs, loom_ms_left(grace_end), &in)) {
+         loom_bootstrap_read_notice(e->bs, loom_ms_left(grace_end), &in) > 0) {
     if (in.suspect == e->rank || (in.suspect == nt.suspect && in.kind == nt.kind))
       continue;
     int old_score = notice_score(&nt, e->rank), new_score = notice_score(&in, e->rank);
@@ -339,7 +345,7 @@ static loomResult_t wait_kernel(struct run *r, int ms, int *notice_ready) {
   struct pollfd fds[ENGINE_MAX_POLL_FDS + 2];
   int n = e->tp->poll_fds(e->tp_ctx, fds, ENGINE_MAX_POLL_FDS);
   int notice_fd = loom_bootstrap_notice_fd(e->bs), notice_idx = -1;
-  if (notice_fd >= 0) {
+  if (notice_fd >= 0 && !r->notice_fd_busy) {
     notice_idx = n;
     fds[n].fd = notice_fd;
     fds[n].events = POLLIN;
@@ -431,8 +437,12 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
                         "rank %d: %s interrupted: the communicator was aborted", e->rank,
                         op->name);
     struct loom_notice nt;
-    if (notice_ready && loom_bootstrap_read_notice(e->bs, 0, &nt))
-      return fail_run(&r, nt, NULL);
+    if (notice_ready) {
+      int got = loom_bootstrap_read_notice(e->bs, 0, &nt);
+      if (got > 0)
+        return fail_run(&r, nt, NULL);
+      r.notice_fd_busy = got < 0;
+    }
     notice_ready = 0;
     if (timeout_ns && now - last_progress > timeout_ns) {
       struct loom_notice self = {waited_peer(&r), e->rank, LOOM_NOTICE_TIMEOUT};

@@ -7,8 +7,10 @@
  * the peer and the operation involved.
  *
  * Threading: a communicator may be used by one thread at a time, except for
- * loomCommAbort() and loomCommGetAsyncError(), which may be called from any
- * thread at any time.
+ * loomCommGetAsyncError(), which any thread may call at any time before the
+ * communicator is destroyed, and loomCommAbort(), which may be called from
+ * another thread while a call on the communicator is blocked (no new call
+ * may start once Abort has begun).
  */
 #ifndef LOOM_H
 #define LOOM_H
@@ -162,7 +164,9 @@ loomResult_t loomCommDestroy(loomComm_t comm);
  * loomRemoteError at once, connections are closed and resources freed;
  * peers are told and fail their own operations naming this rank.  (A
  * non-blocking init or a loomCommFinalize still running in another thread
- * is waited for; both are bounded by LOOM_BOOTSTRAP_TIMEOUT.) */
+ * is waited for; both are bounded by a few LOOM_BOOTSTRAP_TIMEOUT periods.)
+ * The handle is dead afterwards: no thread may start a call on it once
+ * Abort has begun. */
 loomResult_t loomCommAbort(loomComm_t comm);
 
 /* The communicator's asynchronous state: loomSuccess, loomInProgress (a

@@ -32,7 +32,8 @@ struct loomComm {
   char async_text[1024];    /* the message of async_error, for any thread */
   pthread_mutex_t op_lock; /* held while a collective runs */
   pthread_t init_thread;
-  int init_thread_started;
+  int init_thread_started;     /* guarded by init_join_lock */
+  pthread_mutex_t init_join_lock;
   int finalized;
   /* for a non-blocking init */
   loomUniqueId init_id;

@@ -55,7 +55,7 @@ void loom_comm_set_broken(loomComm_t comm, loomResult_t res) {
 }
 
 /* Opens the data connections this communicator's schedules use: the ring
- * neighbours. */
+ * neighbours and the recursive-doubling partners (loom_plan_peers). */
 static loomResult_t connect_transport(loomComm_t comm) {
   if (comm->nranks == 1)
     return loomSuccess;
@@ -160,6 +160,7 @@ static void comm_free(loomComm_t comm) {
   if (comm->wake_fd >= 0)
     close(comm->wake_fd);
   pthread_mutex_destroy(&comm->op_lock);
+  pthread_mutex_destroy(&comm->init_join_lock);
   free(comm->conns);
   comm->magic = 0;
   free(comm);
@@ -193,6 +194,7 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   snprintf(comm->name, sizeof comm->name, "%s", name ? name : "loom");
   comm->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   pthread_mutex_init(&comm->op_lock, NULL);
+  pthread_mutex_init(&comm->init_join_lock, NULL);
   comm->init_id = commId;
   if (!blocking) {
     comm->async_error = loomInProgress;
@@ -229,11 +231,15 @@ static loomResult_t check_handle(loomComm_t comm, const char *fn) {
   return loomSuccess;
 }
 
+/* Finalize and Abort may both wait for a non-blocking init from different
+ * threads; only one may join it. */
 static void join_init_thread(loomComm_t comm) {
+  pthread_mutex_lock(&comm->init_join_lock);
   if (comm->init_thread_started) {
     pthread_join(comm->init_thread, NULL);
     comm->init_thread_started = 0;
   }
+  pthread_mutex_unlock(&comm->init_join_lock);
 }
 
 loomResult_t loomCommFinalize(loomComm_t comm) {

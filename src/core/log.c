@@ -114,7 +114,7 @@ static void load_settings(void) {
               path);
     }
   }
-  log_loaded = 1;
+  __atomic_store_n(&log_loaded, 1, __ATOMIC_RELEASE);
 }
 
 static void ensure_loaded(void) {

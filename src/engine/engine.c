@@ -138,7 +138,8 @@ static loomResult_t prepare(struct run *r) {
   }
   r->recv_done = e->recv_done;
   memset(r->recv_done, 0, r->nslots);
-  size_t slot_bytes = r->slice_elems * r->esize;
+  /* Slots start 64-byte aligned whatever LOOM_CHUNK_BYTES is. */
+  size_t slot_bytes = (r->slice_elems * r->esize + 63) & ~(size_t)63;
   if (slot_bytes > e->temp_slot_bytes) {
     free(e->temp);
     e->temp = malloc(slot_bytes * (size_t)e->temp_slots);
@@ -246,7 +247,10 @@ static void complete_recvs(struct run *r, int *progressed) {
       const char *mine = st->reduce_with == LOOM_BUF_RECV
                              ? dst
                              : (const char *)r->op->sendbuff + (off - r->s->send_origin) * r->esize;
-      loom_reduce(dst, mine, x->buf, n, r->op->datatype, r->op->op);
+      if (st->recv_first)
+        loom_reduce(dst, x->buf, mine, n, r->op->datatype, r->op->op);
+      else
+        loom_reduce(dst, mine, x->buf, n, r->op->datatype, r->op->op);
       if (st->finalize && r->op->op == loomAvg)
         loom_scale_avg(dst, n, r->op->datatype, r->e->nranks);
       r->reduce_inflight--;
@@ -275,59 +279,137 @@ static int waited_peer(const struct run *r) {
   return -1;
 }
 
-/* How much a diagnosis is worth: this rank's own timeout is only a guess
- * (it names the peer it waited on, which may itself be waiting); a closed
- * connection may be a peer that failed for another reason; what upstream
- * ranks report is better informed, a death better still, and a mismatch
- * is certain. */
-static int notice_score(const struct loom_notice *n, int me) {
-  int own = n->reporter == me;
-  switch (n->kind) {
-  case LOOM_NOTICE_TIMEOUT:
-    return own ? 0 : 2;
-  case LOOM_NOTICE_ABORT:
-    return 1;
+/* Whether `in` (not a timeout), just read from the ring predecessor,
+ * should replace the diagnosis `nt`.  This rank's own diagnoses are
+ * guesses: a timeout names the peer it waited on, which may itself be
+ * waiting; a closed connection may belong to a peer that failed for another
+ * reason.  A death or a mismatch seen upstream is certain; an abort is news
+ * unless the predecessor already told us of a failure (then it is the
+ * aftermath). */
+static int better_diagnosis(const struct loom_notice *nt, const struct loom_notice *in,
+                            int me, int heard_before) {
+  int nt_guess = nt->reporter == me && nt->kind != LOOM_NOTICE_MISMATCH;
+  if (in->suspect == me || (in->suspect == nt->suspect && in->kind == nt->kind))
+    return 0;
+  if (in->reporter == me) /* our predecessor's socket closed: a guess too */
+    return !heard_before && nt_guess && nt->kind == LOOM_NOTICE_TIMEOUT;
+  switch (in->kind) {
   case LOOM_NOTICE_MISMATCH:
-    return 4;
-  default:
-    return own ? 1 : 3;
+    return nt->kind != LOOM_NOTICE_MISMATCH;
+  case LOOM_NOTICE_DIED:
+    return nt_guess || nt->kind == LOOM_NOTICE_TIMEOUT || nt->kind == LOOM_NOTICE_ABORT;
+  default: /* abort */
+    return !heard_before && (nt_guess || nt->kind == LOOM_NOTICE_TIMEOUT);
   }
 }
 
+/* Timeouts are diagnosed from wait-for edges: every rank that times out
+ * sends "I wait on X" to its ring successor and forwards the edges it
+ * hears.  A rank that is not in the collective sends nothing and forwards
+ * nothing, so each rank hears from an unbroken run of ranks just before it
+ * on the ring: the first silent rank walking back from the predecessor is
+ * the one that stopped.  The chain of edges from this rank explains it. */
+struct wait_graph {
+  int *waits_on; /* per rank, -1 = unknown */
+  int n, me;
+};
+
+/* Follows the chain from this rank; writes it as text and returns its end. */
+static int wait_chain_end(const struct wait_graph *g, char *text, size_t len, int *reporter) {
+  int at = g->me, steps = 0;
+  size_t o = (size_t)snprintf(text, len, "wait chain %d", at);
+  *reporter = g->me;
+  while (g->waits_on[at] >= 0 && steps++ < g->n) {
+    *reporter = at;
+    at = g->waits_on[at];
+    if (o < len)
+      o += (size_t)snprintf(text + o, len - o, " -> %d", at);
+  }
+  if (steps > g->n && o < len) /* a cycle: ranks waiting on each other */
+    snprintf(text + o, len - o, " (a cycle: did ranks call collectives in different orders?)");
+  return at;
+}
+
+/* Records an edge heard from upstream and passes it on (unless it came
+ * from our successor, i.e. went all the way round).  Returns 1 if new. */
+static int learn_edge(struct loom_engine *e, struct wait_graph *g, const struct loom_notice *in) {
+  if (in->reporter == g->me || in->reporter >= g->n || g->waits_on[in->reporter] == in->suspect)
+    return 0;
+  g->waits_on[in->reporter] = in->suspect;
+  if (in->reporter != loom_ring_next(e->rank, e->nranks))
+    loom_bootstrap_send_notice(e->bs, in);
+  return 1;
+}
+
 /* Ends the run with a failure blamed on nt.suspect and tells the ring.
- * Notices only come from the ring predecessor; a better-informed notice
- * replaces this rank's own diagnosis (chain rule for timeouts: if the rank
- * we wait on is itself waiting on X, X is the one to name). */
+ * Notices only come from the ring predecessor and are forwarded to the
+ * successor, so every rank learns what upstream ranks found. */
 static loomResult_t fail_run(struct run *r, struct loom_notice nt, const char *detail_in) {
   struct loom_engine *e = r->e;
   char detail[512] = "";
   if (detail_in != NULL) /* it may be the last-error buffer we overwrite below */
     snprintf(detail, sizeof detail, "%s", detail_in);
   int own = nt.reporter == e->rank;
-  /* A timeout names only the next rank in the waiting chain: it is sent at
-   * once so that the chain resolves, then refined.  A closed connection may
-   * be explained by upstream: wait briefly before telling others. */
+  struct wait_graph g = {malloc(sizeof(int) * (size_t)e->nranks), e->nranks, e->rank};
+  int timeout_mode = nt.kind == LOOM_NOTICE_TIMEOUT && g.waits_on != NULL;
+  if (timeout_mode) {
+    for (int i = 0; i < e->nranks; i++)
+      g.waits_on[i] = -1;
+    struct loom_notice mine = {waited_peer(r), e->rank, LOOM_NOTICE_TIMEOUT};
+    if (mine.suspect >= 0) {
+      g.waits_on[e->rank] = mine.suspect;
+      loom_bootstrap_send_notice(e->bs, &mine);
+    }
+    if (!own)
+      learn_edge(e, &g, &nt);
+  }
+  /* A closed connection may be explained by upstream: wait briefly before
+   * telling others; a timeout collects edges for a while. */
   int certain = !own || nt.kind == LOOM_NOTICE_MISMATCH;
-  int grace_ms = nt.kind == LOOM_NOTICE_TIMEOUT ? ENGINE_BLAME_GRACE_MS : certain ? 0 : 200;
-  int sent = certain || nt.kind == LOOM_NOTICE_TIMEOUT;
-  if (sent)
+  int grace_ms = timeout_mode ? ENGINE_BLAME_GRACE_MS : certain ? 0 : 200;
+  int sent = timeout_mode;
+  if (certain && !timeout_mode) {
     loom_bootstrap_send_notice(e->bs, &nt);
+    sent = 1;
+  }
   uint64_t grace_end = loom_deadline_ms(grace_ms);
+  int heard = !own;
   struct loom_notice in;
   while (grace_ms > 0 && loom_ms_left(grace_end) > 0 &&
          loom_bootstrap_read_notice(e->bs, loom_ms_left(grace_end), &in) > 0) {
-    if (in.suspect == e->rank || (in.suspect == nt.suspect && in.kind == nt.kind))
-      continue;
-    int old_score = notice_score(&nt, e->rank), new_score = notice_score(&in, e->rank);
-    if (new_score > old_score || (new_score == 2 && old_score == 2)) {
+    int prev_gone = in.reporter == e->rank; /* its socket closed: nothing more comes */
+    if (in.kind == LOOM_NOTICE_TIMEOUT && !prev_gone) {
+      if (timeout_mode)
+        learn_edge(e, &g, &in);
+    } else if (better_diagnosis(&nt, &in, e->rank, heard)) {
       nt = in;
-      sent = nt.kind == LOOM_NOTICE_TIMEOUT;
-      if (sent)
-        loom_bootstrap_send_notice(e->bs, &nt);
+      timeout_mode = 0;
+      sent = 0;
     }
-    if (in.reporter == e->rank && in.kind == LOOM_NOTICE_DIED)
-      break; /* our predecessor is gone; nothing more will come */
+    heard = 1;
+    if (prev_gone)
+      break;
   }
+  if (timeout_mode) {
+    char chain[200];
+    int reporter, silent = -1;
+    nt.suspect = wait_chain_end(&g, chain, sizeof chain, &reporter);
+    nt.reporter = reporter;
+    for (int i = 1; i < e->nranks && silent < 0; i++) {
+      int q = (e->rank - i + e->nranks) % e->nranks;
+      if (g.waits_on[q] < 0)
+        silent = q;
+    }
+    if (silent >= 0 && silent != nt.suspect) {
+      snprintf(chain + strlen(chain), sizeof chain - strlen(chain),
+               "; rank %d, upstream on the ring, reported no wait of its own", silent);
+      nt.suspect = silent;
+      nt.reporter = e->rank;
+    }
+    snprintf(detail + strlen(detail), sizeof detail - strlen(detail), "%s%s",
+             detail[0] ? "; " : "", chain);
+  }
+  free(g.waits_on);
   if (!sent)
     loom_bootstrap_send_notice(e->bs, &nt);
   return loom_error(loom_notice_result(nt.kind), LOOM_LOG_COLL,
@@ -398,7 +480,10 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
     r.slice_elems = 1;
   r.K = (int)((max_block + r.slice_elems - 1) / r.slice_elems);
   r.nslots = (size_t)s->nsteps * (size_t)r.K;
-  LOOM_CHECK(prepare(&r));
+  if (prepare(&r) != loomSuccess) {
+    struct loom_notice self = {e->rank, e->rank, LOOM_NOTICE_DIED};
+    return fail_run(&r, self, loom_last_error());
+  }
 
   uint64_t spin_ns = (uint64_t)e->spin_us * 1000u;
   uint64_t now = loom_now_ns(), last_progress = now;
@@ -412,7 +497,8 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
     if (res == loomSuccess)
       res = e->tp->progress(e->tp_ctx, &progressed, &failed_peer);
     if (res != loomSuccess) {
-      struct loom_notice nt = {failed_peer >= 0 ? failed_peer : waited_peer(&r), e->rank,
+      /* No failed peer: this rank itself failed (out of memory). */
+      struct loom_notice nt = {failed_peer >= 0 ? failed_peer : e->rank, e->rank,
                                res == loomInvalidUsage ? LOOM_NOTICE_MISMATCH
                                                        : LOOM_NOTICE_DIED};
       return fail_run(&r, nt, loom_last_error());
@@ -463,6 +549,10 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
       if (left / 1000000u + 1 < (uint64_t)ms)
         ms = (int)(left / 1000000u) + 1;
     }
-    LOOM_CHECK(wait_kernel(&r, ms, &notice_ready));
+    loomResult_t wres = wait_kernel(&r, ms, &notice_ready);
+    if (wres != loomSuccess) {
+      struct loom_notice self = {e->rank, e->rank, LOOM_NOTICE_DIED};
+      return fail_run(&r, self, loom_last_error());
+    }
   }
 }

@@ -37,6 +37,7 @@ void loom_ring_allreduce(int rank, int nranks, size_t count, struct loom_schedul
     p->recv_block = mod(rank - st - 1, n);
     p->recv_op = LOOM_RECV_REDUCE;
     p->reduce_with = LOOM_BUF_SEND;
+    p->recv_first = 0;
     p->finalize = st == n - 2;
   }
   for (int st = 0; st < n - 1; st++) {
@@ -49,6 +50,7 @@ void loom_ring_allreduce(int rank, int nranks, size_t count, struct loom_schedul
     p->recv_block = mod(rank - st, n);
     p->recv_op = LOOM_RECV_COPY;
     p->reduce_with = LOOM_BUF_SEND;
+    p->recv_first = 0;
     p->finalize = 0;
   }
 }
@@ -68,6 +70,7 @@ void loom_rd_allreduce(int rank, int nranks, size_t count, struct loom_schedule 
     p->send_waits = k > 0;
     p->recv_op = LOOM_RECV_REDUCE;
     p->reduce_with = k == 0 ? LOOM_BUF_SEND : LOOM_BUF_RECV;
+    p->recv_first = p->recv_peer < rank;
     p->finalize = (2 << k) >= nranks;
   }
 }
@@ -93,6 +96,7 @@ void loom_ring_allgather(int rank, int nranks, size_t count, struct loom_schedul
     p->recv_block = mod(rank - st - 1, n);
     p->recv_op = LOOM_RECV_COPY;
     p->reduce_with = LOOM_BUF_SEND;
+    p->recv_first = 0;
     p->finalize = 0;
   }
 }

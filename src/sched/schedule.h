@@ -4,8 +4,10 @@
  * unit tests and the simulator can run exactly what the engine runs.
  *
  * Each step sends one block to a peer and/or receives one block from a
- * peer.  A step may receive into the block it sends (in place, the same
- * memory): the engine lands slice k only once slice k has been sent.  The engine cuts every block into pipeline slices; slice k of a
+ * peer.  A step may reduce into the block it sends (in place, the same
+ * memory): the engine reduces slice k only once slice k has been sent, the
+ * data waiting in a temp slot meanwhile.  A COPY receive lands in recvbuff
+ * as it arrives, so a step must never copy into the block it sends.  The engine cuts every block into pipeline slices; slice k of a
  * step's send may wait for slice k of the previous step's receive, which is
  * what lets sending, receiving and reducing overlap.
  */
@@ -30,6 +32,8 @@ struct loom_step {
   int recv_block;
   unsigned char recv_op;    /* enum loom_recv_op */
   unsigned char reduce_with; /* enum loom_buf holding this rank's operand ("mine") */
+  unsigned char recv_first;  /* 1: reduce as data op mine (operand order matters for
+                                the bits of max/min of +0/-0 and of NaN payloads) */
   unsigned char finalize;   /* 1: apply the op's final step (avg: divide) after the reduce */
 };
 
@@ -52,9 +56,10 @@ void loom_sched_split(size_t count, int n, size_t *off, size_t *cnt);
 void loom_ring_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s);
 /* Recursive doubling, for a power-of-two nranks: in step k rank r swaps its
  * whole partial result with rank r ^ 2^k and both reduce, log2(n) steps
- * instead of the ring's 2(n-1).  The two of a pair compute a op b with the
- * operands swapped, the same value for every op (all are commutative), so
- * every rank ends with the same bits. */
+ * instead of the ring's 2(n-1).  Both of a pair compute lower-rank's value
+ * op higher-rank's value (recv_first), so they hold the same bits even where
+ * commutativity stops at values (max(+0,-0), NaN payloads), and every rank
+ * ends with the same bits. */
 void loom_rd_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s);
 static inline int loom_is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
 /* Ring all-gather of `count` elements per rank, n-1 steps. */

@@ -15,6 +15,8 @@
  *                      hangs
  *   --abort            loomCommAbort from another thread ends a blocked
  *                      collective within a second
+ *   --abort-rank K     rank K aborts its communicator instead of joining a
+ *                      collective; the others fail naming it, promptly
  *   --nonblocking      config.blocking = 0: loomInProgress, then ready; and
  *                      with a missing rank, the error and its text arrive
  *                      through loomCommGetAsyncError on this thread
@@ -284,6 +286,34 @@ static void mismatch(void) {
   free(a);
 }
 
+static void abort_rank(int victim) {
+  loomComm_t comm = init_comm(20000);
+  size_t count = 1 << 20;
+  float *a = calloc(count, sizeof *a);
+  CHECK_LOOM(loomAllReduce(a, a, count, loomFloat32, loomSum, comm, NULL));
+  if (rank == victim) {
+    usleep(300000);
+    loomCommAbort(comm);
+    printf("rank %d: aborted\n", rank);
+    free(a);
+    return;
+  }
+  uint64_t start = loom_now_ns();
+  loomResult_t res = loomAllReduce(a, a, count, loomFloat32, loomSum, comm, NULL);
+  double waited = elapsed_s(start);
+  if (res != loomRemoteError)
+    FAIL("got %s, expected loomRemoteError", loomGetErrorString(res));
+  expect_names(loomGetLastError(NULL), victim);
+  if (strstr(loomGetLastError(NULL), "aborted its communicator") == NULL)
+    FAIL("the error does not say rank %d aborted: %s", victim, loomGetLastError(NULL));
+  if (waited > 5.0)
+    FAIL("took %.1f s to learn of the abort", waited);
+  loomCommAbort(comm);
+  free(a);
+  printf("rank %d: learned of rank %d's abort after %.2f s: %s\n", rank, victim, waited,
+         loomGetLastError(NULL));
+}
+
 static void *abort_later(void *arg) {
   usleep(500000);
   loomCommAbort((loomComm_t)arg);
@@ -382,11 +412,13 @@ int main(int argc, char **argv) {
     mismatch();
   else if (argc >= 2 && strcmp(argv[1], "--abort") == 0)
     abort_blocked();
+  else if (argc >= 3 && strcmp(argv[1], "--abort-rank") == 0)
+    abort_rank(atoi(argv[2]));
   else if (argc >= 2 && strcmp(argv[1], "--nonblocking") == 0)
     nonblocking();
   else {
     fprintf(stderr, "usage: fault_test --bad-input | --kill K | --stall K MS | --missing | "
-                    "--stray | --mismatch | --abort | --nonblocking\n");
+                    "--stray | --mismatch | --abort | --abort-rank K | --nonblocking\n");
     return 2;
   }
   return 0;

@@ -18,6 +18,10 @@ kill_case 3 0
 kill_case 8 5
 run_ranks_keep 4 120 "$FT" --stall 2 1500
 expect_count "gave up on stalled rank 2" 3 "stalled rank named by the 3 others within timeout_ms"
+run_ranks_keep 8 120 "$FT" --stall 5 1500
+expect_count "gave up on stalled rank 5" 7 "8 ranks (recursive doubling): stalled rank 5 named by the 7 others"
+run_ranks_keep 4 120 "$FT" --abort-rank 2
+expect_count "learned of rank 2's abort" 3 "a rank's loomCommAbort is named as an abort by the others"
 run_ranks_keep 3 120 "$FT" --mismatch
 expect_count "mismatch detected .*invalid usage" 3 "count mismatch: loomInvalidUsage on every rank"
 run_ranks_keep 2 60 "$FT" --abort

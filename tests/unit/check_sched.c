@@ -153,6 +153,7 @@ static void check_step_fields(const struct rank_state *st, int rank, int n, int 
            "rank %d step %d: bad recv_op %d", rank, i, p->recv_op);
     EXPECT(p->reduce_with == LOOM_BUF_SEND || p->reduce_with == LOOM_BUF_RECV,
            "rank %d step %d: bad reduce_with %d", rank, i, p->reduce_with);
+    EXPECT(p->recv_first <= 1, "rank %d step %d: bad recv_first %d", rank, i, p->recv_first);
   }
   EXPECT(p->finalize <= 1, "rank %d step %d: bad finalize %d", rank, i, p->finalize);
 }
@@ -464,6 +465,22 @@ START_TEST(ring_allgather_correct) {
 END_TEST
 
 /* Recursive doubling on 1, 2, 4, ..., 64 ranks. */
+START_TEST(rd_operand_order) {
+  /* Both of a pair must compute lower rank's value op higher rank's. */
+  struct loom_step steps[8];
+  size_t off[1], cnt[1];
+  struct loom_schedule s = {.steps = steps, .block_off = off, .block_count = cnt};
+  for (int r = 0; r < 8; r++) {
+    loom_rd_allreduce(r, 8, 100, &s);
+    ck_assert_int_eq(s.nsteps, 3);
+    for (int k = 0; k < 3; k++) {
+      ck_assert_int_eq(steps[k].recv_peer, r ^ (1 << k));
+      ck_assert_int_eq(steps[k].recv_first, steps[k].recv_peer < r);
+    }
+  }
+}
+END_TEST
+
 START_TEST(rd_allreduce_correct) {
   size_t counts[] = {0, 1, 2, 3, 1000, 1009};
   for (int n = 1; n <= MAX_RANKS; n *= 2)
@@ -525,6 +542,7 @@ static Suite *sched_suite(void) {
   tcase_add_test(tc, split_many);
   tcase_add_test(tc, ring_allreduce_shape);
   tcase_add_test(tc, rd_allreduce_correct);
+  tcase_add_test(tc, rd_operand_order);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("ring");

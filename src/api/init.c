@@ -30,6 +30,7 @@ loomResult_t loom_comm_check_usable(loomComm_t comm, const char *fn) {
                       "%s: comm is not a live communicator (destroyed, or not "
                       "made by loomCommInitRank)",
                       fn);
+  loom_log_set_rank(comm->rank); /* log lines of this call carry its rank */
   int state = __atomic_load_n(&comm->async_error, __ATOMIC_ACQUIRE);
   if (state == loomInProgress)
     return loom_error(loomInvalidUsage, LOOM_LOG_COLL,
@@ -208,7 +209,9 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
     *out = comm;
     return loomInProgress;
   }
+  int caller_log_rank = loom_log_get_rank();
   loomResult_t res = comm_setup(comm, &commId);
+  loom_log_set_rank(caller_log_rank);
   if (res != loomSuccess) {
     comm_free(comm);
     return res;

@@ -18,20 +18,9 @@
 
 static int rank, nranks;
 
-#define FAIL(...)                                                              \
-  do {                                                                         \
-    fprintf(stderr, "coll_test rank %d: FAIL: ", rank);                        \
-    fprintf(stderr, __VA_ARGS__);                                              \
-    fprintf(stderr, "\n");                                                     \
-    exit(1);                                                                   \
-  } while (0)
+#define TEST_NAME "coll_test"
+#include "rankcheck.h"
 
-#define CHECK_LOOM(call)                                                       \
-  do {                                                                         \
-    loomResult_t r_ = (call);                                                  \
-    if (r_ != loomSuccess)                                                     \
-      FAIL("%s -> %s: %s", #call, loomGetErrorString(r_), loomGetLastError(NULL)); \
-  } while (0)
 
 static int parse_list(const char *text, size_t *out, int max) {
   int n = 0;

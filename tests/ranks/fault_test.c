@@ -36,20 +36,9 @@
 
 static int rank, nranks;
 
-#define FAIL(...)                                                              \
-  do {                                                                         \
-    fprintf(stderr, "fault_test rank %d: FAIL: ", rank);                       \
-    fprintf(stderr, __VA_ARGS__);                                              \
-    fprintf(stderr, "\n");                                                     \
-    exit(1);                                                                   \
-  } while (0)
+#define TEST_NAME "fault_test"
+#include "rankcheck.h"
 
-#define CHECK_LOOM(call)                                                       \
-  do {                                                                         \
-    loomResult_t r_ = (call);                                                  \
-    if (r_ != loomSuccess)                                                     \
-      FAIL("%s -> %s: %s", #call, loomGetErrorString(r_), loomGetLastError(NULL)); \
-  } while (0)
 
 static double elapsed_s(uint64_t since) { return (double)(loom_now_ns() - since) / 1e9; }
 

@@ -56,26 +56,17 @@ static loomResult_t run_collective(loomComm_t comm, const char *name,
                                    const void *sendbuff, void *recvbuff, size_t count,
                                    loomDataType_t datatype, loomRedOp_t op, int allgather) {
   int n = comm->nranks;
-  struct loom_step *steps = malloc(sizeof *steps * (size_t)LOOM_SCHED_MAX_STEPS_PER_RANK(n));
-  size_t *blocks = malloc(sizeof *blocks * 2 * (size_t)n);
-  loomResult_t res;
-  if (steps == NULL || blocks == NULL) {
-    res = loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory");
-    goto out;
-  }
-  struct loom_schedule sched = {.steps = steps, .block_off = blocks, .block_count = blocks + n};
+  pthread_mutex_lock(&comm->op_lock); /* the schedule storage is the comm's */
+  struct loom_schedule sched = {.steps = comm->sched_steps,
+                                .block_off = comm->sched_blocks,
+                                .block_count = comm->sched_blocks + n};
   loom_plan(allgather ? LOOM_COLL_ALLGATHER : LOOM_COLL_ALLREDUCE, comm->rank, n, count,
             loom_datatype_size(datatype), &sched);
   struct loom_engine_op eop = {name, &sched, sendbuff, recvbuff, datatype, op};
-  pthread_mutex_lock(&comm->op_lock);
-  loom_log_set_rank(comm->rank);
-  res = loom_engine_run(&comm->engine, &eop);
+  loomResult_t res = loom_engine_run(&comm->engine, &eop);
   if (res != loomSuccess)
     loom_comm_set_broken(comm, res);
   pthread_mutex_unlock(&comm->op_lock);
-out:
-  free(steps);
-  free(blocks);
   return res;
 }
 

@@ -17,13 +17,15 @@ struct loomComm {
   unsigned magic;
   int rank, nranks;
   char name[64];
-  int blocking;
   int timeout_ms;
   struct loom_bootstrap *bs;
   const struct loom_transport *tp;
   void *tp_ctx;
   void **conns; /* per rank */
   struct loom_engine engine;
+  /* schedule storage for one call, sized for nranks at init */
+  struct loom_step *sched_steps;
+  size_t *sched_blocks; /* 2 * nranks: offsets, then counts */
   volatile int abort_flag;
   int wake_fd;
   /* loomSuccess, loomInProgress (non-blocking init) or the error that broke

@@ -163,6 +163,8 @@ static void comm_free(loomComm_t comm) {
   pthread_mutex_destroy(&comm->op_lock);
   pthread_mutex_destroy(&comm->init_join_lock);
   free(comm->conns);
+  free(comm->sched_steps);
+  free(comm->sched_blocks);
   comm->magic = 0;
   free(comm);
 }
@@ -183,14 +185,20 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   const char *name;
   LOOM_CHECK(read_config(config, &blocking, &timeout_ms, &name));
   loomComm_t comm = calloc(1, sizeof *comm);
-  if (comm == NULL || (comm->conns = calloc((size_t)nranks, sizeof(void *))) == NULL) {
+  if (comm == NULL || (comm->conns = calloc((size_t)nranks, sizeof(void *))) == NULL ||
+      (comm->sched_steps = malloc(sizeof(struct loom_step) *
+                                  (size_t)LOOM_SCHED_MAX_STEPS_PER_RANK(nranks))) == NULL ||
+      (comm->sched_blocks = malloc(sizeof(size_t) * 2 * (size_t)nranks)) == NULL) {
+    if (comm != NULL) {
+      free(comm->conns);
+      free(comm->sched_steps);
+    }
     free(comm);
     return loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
   }
   comm->magic = LOOM_COMM_MAGIC;
   comm->rank = rank;
   comm->nranks = nranks;
-  comm->blocking = blocking;
   comm->timeout_ms = timeout_ms;
   snprintf(comm->name, sizeof comm->name, "%s", name ? name : "loom");
   comm->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

@@ -195,11 +195,6 @@ loomResult_t loom_socket_pick_address(union loom_sockaddr *out, char *ifname,
                     "LOOM_SOCKET_IFNAME");
 }
 
-int loom_socket_set_nonblocking(int fd) {
-  int flags = fcntl(fd, F_GETFL, 0);
-  return flags < 0 ? -1 : fcntl(fd, F_SETFL, flags | O_NONBLOCK);
-}
-
 int loom_socket_set_nodelay(int fd) {
   int one = 1;
   return setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);

@@ -65,7 +65,6 @@ loomResult_t loom_socket_send_all(int fd, const void *buf, size_t len,
 loomResult_t loom_socket_recv_all(int fd, void *buf, size_t len,
                                   uint64_t deadline, const char *what);
 
-int loom_socket_set_nonblocking(int fd);
 int loom_socket_set_nodelay(int fd);
 
 #endif

@@ -125,11 +125,6 @@ static void ensure_loaded(void) {
   pthread_mutex_unlock(&log_lock);
 }
 
-int loom_log_level(void) {
-  ensure_loaded();
-  return log_level_value;
-}
-
 int loom_log_enabled(int level, int subsys) {
   ensure_loaded();
   return level <= log_level_value && (subsys & log_subsys_mask) != 0;

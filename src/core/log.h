@@ -23,8 +23,6 @@ enum loom_log_subsys {
   LOOM_LOG_ALL = 0xffff,
 };
 
-/* Current level (parsed from LOOM_DEBUG on first use). */
-int loom_log_level(void);
 /* Whether a message of this level and subsystem would be written. */
 int loom_log_enabled(int level, int subsys);
 

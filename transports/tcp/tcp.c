@@ -24,7 +24,10 @@ static loomResult_t tcp_init(const struct loom_transport_comm *info, void **out,
   if (ctx == NULL)
     return loom_error(loomSystemError, LOOM_LOG_NET, "out of memory");
   ctx->conns = calloc((size_t)info->nranks, sizeof *ctx->conns);
-  if (ctx->conns == NULL) {
+  ctx->open = calloc((size_t)info->nranks, sizeof *ctx->open);
+  if (ctx->conns == NULL || ctx->open == NULL) {
+    free(ctx->conns);
+    free(ctx->open);
     free(ctx);
     return loom_error(loomSystemError, LOOM_LOG_NET, "out of memory");
   }
@@ -38,6 +41,7 @@ static loomResult_t tcp_init(const struct loom_transport_comm *info, void **out,
   loomResult_t res = loom_socket_listen(&local, &ctx->listen_fd, &bound);
   if (res != loomSuccess) {
     free(ctx->conns);
+    free(ctx->open);
     free(ctx);
     return res;
   }
@@ -139,6 +143,7 @@ static loomResult_t tcp_connect(void *vctx, int npeers, const int *peers,
       continue;
     if ((ctx->conns[p] = new_conn(ctx, p)) == NULL)
       return loom_error(loomSystemError, LOOM_LOG_NET, "out of memory");
+    ctx->open[ctx->nopen++] = ctx->conns[p];
     /* The lower rank connects, the higher accepts. */
   }
   /* Lower rank connects: the kernel's accept queue holds our connections
@@ -189,13 +194,10 @@ static loomResult_t tcp_irecv(void *conn, struct loom_xfer *x) {
 
 static loomResult_t tcp_progress(void *vctx, int *progressed, int *failed_peer) {
   struct tcp_ctx *ctx = vctx;
-  for (int p = 0; p < ctx->nranks; p++) {
-    struct tcp_conn *c = ctx->conns[p];
-    if (c == NULL)
-      continue;
-    loomResult_t res = tcp_progress_conn(c, progressed);
+  for (int i = 0; i < ctx->nopen; i++) {
+    loomResult_t res = tcp_progress_conn(ctx->open[i], progressed);
     if (res != loomSuccess) {
-      *failed_peer = p;
+      *failed_peer = ctx->open[i]->peer;
       return res;
     }
   }
@@ -205,9 +207,9 @@ static loomResult_t tcp_progress(void *vctx, int *progressed, int *failed_peer) 
 static int tcp_poll_fds(void *vctx, struct pollfd *fds, int max) {
   struct tcp_ctx *ctx = vctx;
   int n = 0;
-  for (int p = 0; p < ctx->nranks; p++) {
-    struct tcp_conn *c = ctx->conns[p];
-    for (int i = 0; c != NULL && i < c->nsocks && n < max; i++) {
+  for (int j = 0; j < ctx->nopen; j++) {
+    struct tcp_conn *c = ctx->open[j];
+    for (int i = 0; i < c->nsocks && n < max; i++) {
       short events = (short)((c->socks[i].sendq.count ? POLLOUT : 0) |
                              (c->socks[i].recvq.count ? POLLIN : 0));
       if (events) {
@@ -225,11 +227,12 @@ static void tcp_fini(void *vctx) {
   struct tcp_ctx *ctx = vctx;
   if (ctx == NULL)
     return;
-  for (int p = 0; p < ctx->nranks; p++)
-    free_conn(ctx->conns[p]);
+  for (int i = 0; i < ctx->nopen; i++)
+    free_conn(ctx->open[i]);
   if (ctx->listen_fd >= 0)
     close(ctx->listen_fd);
   free(ctx->conns);
+  free(ctx->open);
   free(ctx);
 }
 

@@ -50,6 +50,8 @@ struct tcp_ctx {
   uint8_t secret[16];
   int listen_fd;
   struct tcp_conn **conns; /* per rank, NULL until connected */
+  struct tcp_conn **open;  /* the non-NULL entries of conns: what progress walks */
+  int nopen;
   const char *comm_name;
 };
 

@@ -56,7 +56,9 @@ struct loom_transport {
   loomResult_t (*isend)(void *conn, struct loom_xfer *x);
   loomResult_t (*irecv)(void *conn, struct loom_xfer *x);
   /* *progressed is set when any byte moved.  On a failed connection the
-   * error is returned (logged once) and *failed_peer names the peer. */
+   * error is returned with its text as the thread's last error, not logged:
+   * the engine logs it once with the collective's context; *failed_peer
+   * names the peer.  isend/irecv report the same way. */
   loomResult_t (*progress)(void *ctx, int *progressed, int *failed_peer);
   /* Fills at most max entries; returns how many. */
   int (*poll_fds)(void *ctx, struct pollfd *fds, int max);

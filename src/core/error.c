@@ -17,6 +17,14 @@ loomResult_t loom_error(loomResult_t code, int subsys, const char *fmt, ...) {
   return code;
 }
 
+loomResult_t loom_error_record(loomResult_t code, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  va_end(ap);
+  return code;
+}
+
 const char *loom_last_error(void) { return last_error; }
 void loom_clear_last_error(void) { last_error[0] = '\0'; }
 void loom_set_last_error(const char *text) {

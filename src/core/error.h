@@ -15,6 +15,12 @@
 loomResult_t loom_error(loomResult_t code, int subsys, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Records `fmt` as the thread's last error without logging it, for a layer
+ * whose caller always reports the failure itself with more context (the
+ * transport under the engine), so that it is logged once.  Returns code. */
+loomResult_t loom_error_record(loomResult_t code, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* The calling thread's last error text ("" when none). */
 const char *loom_last_error(void);
 void loom_clear_last_error(void);

@@ -79,7 +79,7 @@ loomResult_t tcp_post(struct tcp_conn *c, struct loom_xfer *x, int is_send) {
       encode_hdr(p.hdr, p.len, x->len);
     struct tcp_sock *s = &c->socks[(msg + (uint64_t)j) % (uint64_t)c->nsocks];
     if (queue_push(is_send ? &s->sendq : &s->recvq, &p) != 0)
-      return loom_error(loomSystemError, LOOM_LOG_NET,
+      return loom_error_record(loomSystemError,
                         "out of memory queueing a message for rank %d", c->peer);
   }
   return loomSuccess;
@@ -88,7 +88,7 @@ loomResult_t tcp_post(struct tcp_conn *c, struct loom_xfer *x, int is_send) {
 static loomResult_t fail_conn(struct tcp_conn *c, loomResult_t code, const char *what,
                               int err) {
   if (c->failed == loomSuccess)
-    c->failed = loom_error(code, LOOM_LOG_NET,
+    c->failed = loom_error_record(code,
                            "rank %d: connection to rank %d failed: %s%s%s",
                            c->ctx->rank, c->peer, what, err ? ": " : "",
                            err ? strerror(err) : "");
@@ -138,7 +138,7 @@ static loomResult_t check_hdr(struct tcp_conn *c, const struct tcp_part *p) {
     return fail_conn(c, loomRemoteError, "corrupt stream (bad part header)", 0);
   if (msg_len != p->xfer->len || loom_get_u32(p->hdr + 4) != p->len) {
     if (c->failed == loomSuccess)
-      c->failed = loom_error(loomInvalidUsage, LOOM_LOG_NET,
+      c->failed = loom_error_record(loomInvalidUsage,
                              "rank %d: rank %d sent a message of %llu bytes where "
                              "%zu were expected (did the ranks call different "
                              "collectives or counts?)",

@@ -72,12 +72,26 @@ typedef enum {
   loomMax = 2,
   loomMin = 3,
   loomAvg = 4,
-  loomNumOps = 5
+  loomNumOps = 5,
+  /* Values from loomNumOps up are custom ops made by
+   * loomRedOpCreatePreMulSum, valid on the communicator that made them. */
+  loomMaxRedOp = 0x7fffffff
 } loomRedOp_t;
+
+/* Where the scalar of loomRedOpCreatePreMulSum lives.  Host memory only:
+ * the value is read when the op is created. */
+typedef enum {
+  loomScalarDevice = 0,        /* not supported on host streams */
+  loomScalarHostImmediate = 1
+} loomScalarResidence_t;
 
 /* Opaque handles. */
 typedef struct loomComm *loomComm_t;
 typedef struct loomStream *loomStream_t;
+typedef struct loomEvent *loomEvent_t;
+
+/* loomCommSplit: ranks passing this color get no new communicator. */
+#define LOOM_SPLIT_NOCOLOR (-1)
 
 #define LOOM_UNIQUE_ID_BYTES 128
 /* Identifies one communicator's rendezvous: the root's address and port and
@@ -150,14 +164,26 @@ loomResult_t loomCommInitRankConfig(loomComm_t *comm, int nranks,
                                     loomUniqueId commId, int rank,
                                     loomConfig_t *config);
 
-/* Synchronises with the other ranks (a bootstrap barrier), so that a
- * following loomCommDestroy cannot strand a peer mid-operation.  Every
- * collective returns before this is called (streams arrive later), so there
- * is no queued work to flush.  Afterwards only loomCommDestroy may be
- * called. */
+/* Creates ndev communicators of one ndev-rank clique in this process (rank i
+ * in comms[i]), e.g. one per thread or device.  devlist may be NULL; it is
+ * recorded but host ranks have no device.  Single-process only. */
+loomResult_t loomCommInitAll(loomComm_t *comms, int ndev, const int *devlist);
+
+/* Splits comm into disjoint communicators, one per color.  Collective over
+ * comm: every rank calls it.  Ranks of one color are ordered by key, then
+ * by their rank in comm.  color == LOOM_SPLIT_NOCOLOR (or any negative)
+ * gives *newcomm = NULL.  config may be NULL (the parent's timeout). */
+loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t *newcomm,
+                           loomConfig_t *config);
+
+/* Waits for work queued on streams for this communicator, then synchronises
+ * with the other ranks (a bootstrap barrier), so that a following
+ * loomCommDestroy cannot strand a peer mid-operation.  Afterwards only
+ * loomCommDestroy may be called. */
 loomResult_t loomCommFinalize(loomComm_t comm);
 
-/* Frees the communicator's resources (closes connections). */
+/* Waits for work queued on streams for this communicator, then frees its
+ * resources (closes connections). */
 loomResult_t loomCommDestroy(loomComm_t comm);
 
 /* Stops the communicator: a collective blocked in another thread returns
@@ -178,6 +204,19 @@ loomResult_t loomCommUserRank(const loomComm_t comm, int *rank);
 
 /* ---- Collectives ---------------------------------------------------------- */
 
+/* Every collective and point-to-point call:
+ *   - counts are in elements of `datatype`;
+ *   - stream == NULL runs the call to completion on the calling thread;
+ *     a stream (loomStreamCreate) queues it and the call returns at once:
+ *     the buffers must stay valid and untouched until the stream (or an
+ *     event recorded after the call) is synchronised;
+ *   - between loomGroupStart and loomGroupEnd the call is only recorded;
+ *   - bad arguments return loomInvalidArgument at once, with a message;
+ *   - ranks calling different collectives, counts, types, ops or roots in
+ *     the same position get loomInvalidUsage naming both calls;
+ *   - a dead or stuck peer gives loomRemoteError or loomTimeout naming it. */
+
+
 /* Reduces `count` elements of every rank's sendbuff with `op` and writes the
  * result to every rank's recvbuff.  In place when sendbuff == recvbuff.
  * stream == NULL runs the call to completion on the calling thread. */
@@ -191,6 +230,112 @@ loomResult_t loomAllReduce(const void *sendbuff, void *recvbuff, size_t count,
 loomResult_t loomAllGather(const void *sendbuff, void *recvbuff,
                            size_t sendcount, loomDataType_t datatype,
                            loomComm_t comm, loomStream_t stream);
+
+/* Reduces like loomAllReduce, then leaves rank i the i-th block of
+ * `recvcount` elements: sendbuff holds nranks*recvcount elements, recvbuff
+ * recvcount.  In place when recvbuff == sendbuff + rank*recvcount. */
+loomResult_t loomReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                               loomDataType_t datatype, loomRedOp_t op, loomComm_t comm,
+                               loomStream_t stream);
+
+/* Copies root's sendbuff to every rank's recvbuff (count elements).
+ * sendbuff is read on root only.  In place when sendbuff == recvbuff. */
+loomResult_t loomBroadcast(const void *sendbuff, void *recvbuff, size_t count,
+                           loomDataType_t datatype, int root, loomComm_t comm,
+                           loomStream_t stream);
+
+/* Reduces every rank's sendbuff into root's recvbuff.  recvbuff is written
+ * on root only (it may be NULL elsewhere). */
+loomResult_t loomReduce(const void *sendbuff, void *recvbuff, size_t count,
+                        loomDataType_t datatype, loomRedOp_t op, int root,
+                        loomComm_t comm, loomStream_t stream);
+
+/* Every rank sends `count` elements to every rank: block j of sendbuff
+ * (at j*count) goes to rank j, and block i of recvbuff receives rank i's.
+ * sendbuff and recvbuff must not overlap. */
+loomResult_t loomAllToAll(const void *sendbuff, void *recvbuff, size_t count,
+                          loomDataType_t datatype, loomComm_t comm, loomStream_t stream);
+
+/* All-to-all with per-peer sizes: sendcounts[j] elements at
+ * sendbuff + sdispls[j] go to rank j, which must post recvcounts[i] equal to
+ * it for this rank i; they land at recvbuff + rdispls[i].  Displacements
+ * are in elements.  The arrays are copied before the call returns. */
+loomResult_t loomAllToAllv(const void *sendbuff, const size_t sendcounts[],
+                           const size_t sdispls[], void *recvbuff,
+                           const size_t recvcounts[], const size_t rdispls[],
+                           loomDataType_t datatype, loomComm_t comm, loomStream_t stream);
+
+/* Root receives `sendcount` elements from every rank, rank i's at
+ * recvbuff + i*sendcount (recvbuff is used on root only).  In place on root
+ * when sendbuff == recvbuff + root*sendcount. */
+loomResult_t loomGather(const void *sendbuff, void *recvbuff, size_t sendcount,
+                        loomDataType_t datatype, int root, loomComm_t comm,
+                        loomStream_t stream);
+
+/* Root sends block i of sendbuff (recvcount elements at i*recvcount) to
+ * rank i (sendbuff is read on root only).  In place on root when
+ * recvbuff == sendbuff + root*recvcount. */
+loomResult_t loomScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
+                         loomDataType_t datatype, int root, loomComm_t comm,
+                         loomStream_t stream);
+
+/* Point to point.  A loomSend to `peer` matches peer's loomRecv from this
+ * rank with the same count and type; several between one pair match in
+ * issue order.  Outside a group each call blocks until its peer takes
+ * part; inside loomGroupStart/End any mix of sends and receives, in any
+ * order, completes without deadlock. */
+loomResult_t loomSend(const void *sendbuff, size_t count, loomDataType_t datatype, int peer,
+                      loomComm_t comm, loomStream_t stream);
+loomResult_t loomRecv(void *recvbuff, size_t count, loomDataType_t datatype, int peer,
+                      loomComm_t comm, loomStream_t stream);
+
+/* Returns (or, on a stream, completes) once every rank has called it. */
+loomResult_t loomBarrier(loomComm_t comm, loomStream_t stream);
+
+/* A custom op: sum of (scalar * x) over ranks, the scalar (one element of
+ * datatype, read from *scalar now) being this rank's.  Use it only with
+ * `datatype` and `comm`; free it with loomRedOpDestroy. */
+loomResult_t loomRedOpCreatePreMulSum(loomRedOp_t *op, void *scalar, loomDataType_t datatype,
+                                      loomScalarResidence_t residence, loomComm_t comm);
+loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm);
+
+/* ---- Groups ---------------------------------------------------------------- */
+
+/* Calls between loomGroupStart and loomGroupEnd (per thread, nestable) are
+ * recorded and issued together at the outermost loomGroupEnd: sends and
+ * receives never deadlock whatever their order; small all-reduces and
+ * all-gathers of one communicator, type and op are fused into buckets of up
+ * to LOOM_BUCKET_BYTES; calls on several communicators progress together
+ * (so one thread can drive every rank of loomCommInitAll).  Errors of the
+ * recorded calls are returned by loomGroupEnd. */
+loomResult_t loomGroupStart(void);
+loomResult_t loomGroupEnd(void);
+
+/* ---- Host streams and events ------------------------------------------------ */
+
+/* A stream is a worker thread running queued work in issue order.  Work on
+ * different streams runs concurrently. */
+loomResult_t loomStreamCreate(loomStream_t *stream);
+/* Waits for the queued work, then frees the stream. */
+loomResult_t loomStreamDestroy(loomStream_t stream);
+/* Waits until everything queued so far has run.  Returns the first error
+ * of that work since the previous synchronisation (its message as the
+ * last error), else loomSuccess. */
+loomResult_t loomStreamSynchronize(loomStream_t stream);
+/* loomSuccess when all queued work has run, loomInProgress otherwise. */
+loomResult_t loomStreamQuery(loomStream_t stream);
+/* Makes later work on `stream` wait until `event`'s last record completes. */
+loomResult_t loomStreamWaitEvent(loomStream_t stream, loomEvent_t event);
+
+loomResult_t loomEventCreate(loomEvent_t *event);
+/* Marks the point in `stream` reached by work queued so far (NULL stream:
+ * complete at once). */
+loomResult_t loomEventRecord(loomEvent_t event, loomStream_t stream);
+/* Waits for the last record to complete (at once if never recorded). */
+loomResult_t loomEventSynchronize(loomEvent_t event);
+/* loomSuccess when the last record completed, else loomInProgress. */
+loomResult_t loomEventQuery(loomEvent_t event);
+loomResult_t loomEventDestroy(loomEvent_t event);
 
 /* ---- Launch environment --------------------------------------------------- */
 

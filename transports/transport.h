@@ -10,7 +10,7 @@
  *             collective: each peer must name this rank in its own call
  *   isend/irecv post one message on a connection; messages on one
  *             connection and direction match in posting order, and the
- *             receiver must post the sender's exact length
+ *             receiver must post the sender's exact length and fingerprint
  *   progress  move bytes; sets xfer->done on completion
  *   poll_fds  what to wait on in the kernel when progress made none
  *   fini      close everything
@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LOOM_TRANSPORT_API_VERSION 1
+#define LOOM_TRANSPORT_API_VERSION 2
 
 /* What a transport learns about the communicator at init. */
 struct loom_transport_comm {
@@ -39,6 +39,12 @@ struct loom_transport_comm {
 struct loom_xfer {
   void *buf;
   size_t len;
+  /* The call's fingerprint (engine/fingerprint.h): a send carries it, a
+   * receive expects it.  When a message arrives with another, the receive
+   * fails with loomInvalidUsage and peer_fp holds the sender's. */
+  uint64_t fp[2];
+  uint64_t peer_fp[2];
+  int fp_mismatch;
   volatile int done;
   int parts_left; /* transport private */
 };

@@ -12,6 +12,7 @@
 #include <pthread.h>
 
 #define LOOM_COMM_MAGIC 0x4c434f4du /* "LCOM": catches stale or bogus handles */
+#define LOOM_MAX_CUSTOM_OPS 256
 
 struct loomComm {
   unsigned magic;
@@ -23,9 +24,26 @@ struct loomComm {
   void *tp_ctx;
   void **conns; /* per rank */
   struct loom_engine engine;
-  /* schedule storage for one call, sized for nranks at init */
+  /* schedule storage for one call (grown for large send/recv batches) */
   struct loom_step *sched_steps;
-  size_t *sched_blocks; /* 2 * nranks: offsets, then counts */
+  int sched_cap;
+  /* work space, grown on demand, used under op_lock */
+  void *scratch;        /* SCRATCH of schedules */
+  size_t scratch_bytes;
+  void *premul;         /* a premultiplied copy of sendbuff (PreMulSum) */
+  size_t premul_bytes;
+  void *bucket_send, *bucket_recv; /* fused calls */
+  size_t bucket_send_bytes, bucket_recv_bytes;
+  /* loomRedOpCreatePreMulSum ops: loomNumOps + i */
+  struct loom_custom_op {
+    int in_use;
+    loomDataType_t datatype;
+    unsigned char scalar[8];
+  } custom_ops[LOOM_MAX_CUSTOM_OPS];
+  /* stream tasks queued for this communicator and not yet finished */
+  int inflight;
+  pthread_mutex_t inflight_lock;
+  pthread_cond_t inflight_done;
   volatile int abort_flag;
   int wake_fd;
   /* loomSuccess, loomInProgress (non-blocking init) or the error that broke
@@ -46,5 +64,12 @@ loomResult_t loom_comm_check_usable(loomComm_t comm, const char *fn);
 /* Marks the communicator broken by `res`, keeping this thread's last error
  * text for other threads and later calls. */
 void loom_comm_set_broken(loomComm_t comm, loomResult_t res);
+/* Grows *buf to at least `bytes` (64-byte aligned); loomSystemError on
+ * failure. */
+loomResult_t loom_comm_grow(void **buf, size_t *cap, size_t bytes);
+/* Stream tasks: counted so Finalize, Destroy and Abort wait for them. */
+void loom_comm_task_begin(loomComm_t comm);
+void loom_comm_task_end(loomComm_t comm);
+void loom_comm_wait_tasks(loomComm_t comm);
 
 #endif

@@ -31,6 +31,9 @@ loomResult_t loom_comm_check_usable(loomComm_t comm, const char *fn) {
                       "made by loomCommInitRank)",
                       fn);
   loom_log_set_rank(comm->rank); /* log lines of this call carry its rank */
+  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE))
+    return loom_error(loomRemoteError, LOOM_LOG_COLL,
+                      "%s: rank %d: the communicator was aborted", fn, comm->rank);
   int state = __atomic_load_n(&comm->async_error, __ATOMIC_ACQUIRE);
   if (state == loomInProgress)
     return loom_error(loomInvalidUsage, LOOM_LOG_COLL,
@@ -55,8 +58,44 @@ void loom_comm_set_broken(loomComm_t comm, loomResult_t res) {
   __atomic_store_n(&comm->async_error, (int)res, __ATOMIC_RELEASE);
 }
 
-/* Opens the data connections this communicator's schedules use: the ring
- * neighbours and the recursive-doubling partners (loom_plan_peers). */
+loomResult_t loom_comm_grow(void **buf, size_t *cap, size_t bytes) {
+  if (bytes <= *cap)
+    return loomSuccess;
+  free(*buf);
+  *buf = NULL;
+  *cap = 0;
+  size_t rounded = (bytes + 63) & ~(size_t)63;
+  if (posix_memalign(buf, 64, rounded) != 0) {
+    *buf = NULL;
+    return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (%zu bytes of work space)",
+                      bytes);
+  }
+  *cap = rounded;
+  return loomSuccess;
+}
+
+void loom_comm_task_begin(loomComm_t comm) {
+  pthread_mutex_lock(&comm->inflight_lock);
+  comm->inflight++;
+  pthread_mutex_unlock(&comm->inflight_lock);
+}
+
+void loom_comm_task_end(loomComm_t comm) {
+  pthread_mutex_lock(&comm->inflight_lock);
+  if (--comm->inflight == 0)
+    pthread_cond_broadcast(&comm->inflight_done);
+  pthread_mutex_unlock(&comm->inflight_lock);
+}
+
+void loom_comm_wait_tasks(loomComm_t comm) {
+  pthread_mutex_lock(&comm->inflight_lock);
+  while (comm->inflight > 0)
+    pthread_cond_wait(&comm->inflight_done, &comm->inflight_lock);
+  pthread_mutex_unlock(&comm->inflight_lock);
+}
+
+/* Opens a connection to every other rank: point-to-point calls and
+ * all-to-all need any pair, and the schedules pick peers per call. */
 static loomResult_t connect_transport(loomComm_t comm) {
   if (comm->nranks == 1)
     return loomSuccess;
@@ -69,6 +108,8 @@ static loomResult_t connect_transport(loomComm_t comm) {
       .comm_name = comm->name,
   };
   size_t ab = comm->tp->addr_bytes;
+  int *peers = NULL;
+  void **conns = NULL;
   char *addrs = calloc((size_t)comm->nranks, ab);
   if (addrs == NULL)
     return loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
@@ -76,9 +117,15 @@ static loomResult_t connect_transport(loomComm_t comm) {
   LOOM_CHECK_GOTO(comm->tp->init(&info, &comm->tp_ctx, addrs + (size_t)comm->rank * ab), res,
                   out);
   LOOM_CHECK_GOTO(loom_bootstrap_allgather(comm->bs, addrs, ab), res, out);
-  int peers[2 + 31], npeers = 0;
-  loom_plan_peers(comm->rank, comm->nranks, peers, &npeers);
-  void *conns[2 + 31];
+  int npeers = 0;
+  peers = malloc(sizeof(int) * (size_t)comm->nranks);
+  conns = malloc(sizeof(void *) * (size_t)comm->nranks);
+  if (peers == NULL || conns == NULL) {
+    res = loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
+    goto out;
+  }
+  for (int i = 1; i < comm->nranks; i++)
+    peers[npeers++] = (comm->rank + i) % comm->nranks;
   uint64_t deadline = loom_deadline_ms(loom_param_int(LOOM_PARAM_BOOTSTRAP_TIMEOUT) * 1000);
   LOOM_CHECK_GOTO(comm->tp->connect(comm->tp_ctx, npeers, peers, addrs, deadline, conns), res,
                   out);
@@ -86,6 +133,8 @@ static loomResult_t connect_transport(loomComm_t comm) {
     comm->conns[peers[i]] = conns[i];
 out:
   free(addrs);
+  free(peers);
+  free(conns);
   return res;
 }
 
@@ -162,9 +211,14 @@ static void comm_free(loomComm_t comm) {
     close(comm->wake_fd);
   pthread_mutex_destroy(&comm->op_lock);
   pthread_mutex_destroy(&comm->init_join_lock);
+  pthread_mutex_destroy(&comm->inflight_lock);
+  pthread_cond_destroy(&comm->inflight_done);
   free(comm->conns);
   free(comm->sched_steps);
-  free(comm->sched_blocks);
+  free(comm->scratch);
+  free(comm->premul);
+  free(comm->bucket_send);
+  free(comm->bucket_recv);
   comm->magic = 0;
   free(comm);
 }
@@ -187,16 +241,14 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   loomComm_t comm = calloc(1, sizeof *comm);
   if (comm == NULL || (comm->conns = calloc((size_t)nranks, sizeof(void *))) == NULL ||
       (comm->sched_steps = malloc(sizeof(struct loom_step) *
-                                  (size_t)LOOM_SCHED_MAX_STEPS_PER_RANK(nranks))) == NULL ||
-      (comm->sched_blocks = malloc(sizeof(size_t) * 2 * (size_t)nranks)) == NULL) {
-    if (comm != NULL) {
+                                  (size_t)LOOM_SCHED_MAX_STEPS(nranks))) == NULL) {
+    if (comm != NULL)
       free(comm->conns);
-      free(comm->sched_steps);
-    }
     free(comm);
     return loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
   }
   comm->magic = LOOM_COMM_MAGIC;
+  comm->sched_cap = LOOM_SCHED_MAX_STEPS(nranks);
   comm->rank = rank;
   comm->nranks = nranks;
   comm->timeout_ms = timeout_ms;
@@ -204,6 +256,8 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   comm->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   pthread_mutex_init(&comm->op_lock, NULL);
   pthread_mutex_init(&comm->init_join_lock, NULL);
+  pthread_mutex_init(&comm->inflight_lock, NULL);
+  pthread_cond_init(&comm->inflight_done, NULL);
   comm->init_id = commId;
   if (!blocking) {
     comm->async_error = loomInProgress;
@@ -256,6 +310,7 @@ static void join_init_thread(loomComm_t comm) {
 loomResult_t loomCommFinalize(loomComm_t comm) {
   LOOM_CHECK(check_handle(comm, "loomCommFinalize"));
   join_init_thread(comm);
+  loom_comm_wait_tasks(comm);
   LOOM_CHECK(loom_comm_check_usable(comm, "loomCommFinalize"));
   pthread_mutex_lock(&comm->op_lock);
   loom_log_set_rank(comm->rank);
@@ -273,6 +328,7 @@ loomResult_t loomCommDestroy(loomComm_t comm) {
     return loomSuccess; /* as free(NULL) */
   LOOM_CHECK(check_handle(comm, "loomCommDestroy"));
   join_init_thread(comm);
+  loom_comm_wait_tasks(comm);
   pthread_mutex_lock(&comm->op_lock);
   pthread_mutex_unlock(&comm->op_lock);
   comm_free(comm);
@@ -290,11 +346,13 @@ loomResult_t loomCommAbort(loomComm_t comm) {
     (void)k;
   }
   join_init_thread(comm);
+  /* Queued stream work now fails at once; wait for it to drain. */
+  loom_comm_wait_tasks(comm);
   /* Waits for a collective running in another thread to notice the flag. */
   pthread_mutex_lock(&comm->op_lock);
   pthread_mutex_unlock(&comm->op_lock);
   if (comm->bs != NULL) {
-    struct loom_notice nt = {comm->rank, comm->rank, LOOM_NOTICE_ABORT};
+    struct loom_notice nt = {comm->rank, comm->rank, LOOM_NOTICE_ABORT, {0, 0}, {0, 0}};
     loom_bootstrap_send_notice(comm->bs, &nt);
   }
   comm_free(comm);

@@ -76,6 +76,12 @@ loomResult_t loom_bootstrap_make_id(loomUniqueId *id) {
     loom_id_encode(&f, id);
     return loomSuccess;
   }
+  return loom_bootstrap_make_root_id(id);
+}
+
+loomResult_t loom_bootstrap_make_root_id(loomUniqueId *id) {
+  struct loom_id_fields f;
+  memset(&f, 0, sizeof f);
   char ifname[64];
   LOOM_CHECK(loom_socket_pick_address(&f.root, ifname, sizeof ifname));
   loom_sockaddr_set_port(&f.root, 0);

@@ -25,6 +25,9 @@ loomResult_t loom_root_start(const union loom_sockaddr *bind_addr,
 
 /* Makes a unique id: from LOOM_COMM_ID when set, else a fresh root. */
 loomResult_t loom_bootstrap_make_id(loomUniqueId *id);
+/* Makes a unique id with a fresh root in this process, ignoring
+ * LOOM_COMM_ID (for communicators made from others: split, init-all). */
+loomResult_t loom_bootstrap_make_root_id(loomUniqueId *id);
 
 /* Joins the rendezvous described by `id` as `rank` of `nranks`. */
 loomResult_t loom_bootstrap_init(const loomUniqueId *id, int rank, int nranks,

@@ -150,7 +150,7 @@ const char *loom_notice_text(int kind) {
   case LOOM_NOTICE_ABORT:
     return "aborted its communicator";
   case LOOM_NOTICE_MISMATCH:
-    return "made a call that does not match this one (different collective or count)";
+    return "made a call that does not match this one";
   default:
     return "failed or exited";
   }
@@ -171,12 +171,22 @@ void loom_notice_encode(const struct loom_notice *n, uint8_t out[LOOM_NOTICE_BYT
   loom_put_u32(out, (uint32_t)n->suspect);
   loom_put_u32(out + 4, (uint32_t)n->reporter);
   loom_put_u32(out + 8, (uint32_t)n->kind);
+  const uint64_t *w[4] = {&n->suspect_fp[0], &n->suspect_fp[1], &n->reporter_fp[0],
+                          &n->reporter_fp[1]};
+  for (int i = 0; i < 4; i++) {
+    loom_put_u32(out + 12 + 8 * i, (uint32_t)(*w[i] >> 32));
+    loom_put_u32(out + 16 + 8 * i, (uint32_t)*w[i]);
+  }
 }
 
 int loom_notice_decode(const uint8_t in[LOOM_NOTICE_BYTES], struct loom_notice *n) {
   n->suspect = (int32_t)loom_get_u32(in);
   n->reporter = (int32_t)loom_get_u32(in + 4);
   n->kind = (int32_t)loom_get_u32(in + 8);
+  uint64_t *w[4] = {&n->suspect_fp[0], &n->suspect_fp[1], &n->reporter_fp[0],
+                    &n->reporter_fp[1]};
+  for (int i = 0; i < 4; i++)
+    *w[i] = (uint64_t)loom_get_u32(in + 12 + 8 * i) << 32 | loom_get_u32(in + 16 + 8 * i);
   if (n->suspect < 0 || n->reporter < 0 || n->kind < LOOM_NOTICE_DIED ||
       n->kind > LOOM_NOTICE_MISMATCH)
     return -1;

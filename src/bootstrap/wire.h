@@ -72,16 +72,18 @@ int loom_hello_decode(const uint8_t *in, uint8_t secret[LOOM_SECRET_BYTES],
 /* RING payload: secret, sender rank. */
 #define LOOM_RING_HELLO_BYTES (LOOM_SECRET_BYTES + 4)
 
-/* NOTICE payload: suspect rank, reporter rank, kind. */
+/* NOTICE payload: suspect rank, reporter rank, kind, then (for a
+ * mismatch) the fingerprints of the suspect's and the reporter's calls. */
 enum loom_notice_kind {
   LOOM_NOTICE_DIED = 1,     /* its connection closed or failed */
   LOOM_NOTICE_TIMEOUT = 2,  /* it stopped making progress */
   LOOM_NOTICE_ABORT = 3,    /* it called loomCommAbort */
   LOOM_NOTICE_MISMATCH = 4, /* its call does not match (size mismatch seen) */
 };
-#define LOOM_NOTICE_BYTES 12
+#define LOOM_NOTICE_BYTES 44
 struct loom_notice {
   int32_t suspect, reporter, kind;
+  uint64_t suspect_fp[2], reporter_fp[2]; /* zero unless kind is MISMATCH */
 };
 /* What a notice means, for messages, and the result code it gives. */
 const char *loom_notice_text(int kind);

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/timeutil.h"
 #include "device/reduce.h"
+#include "engine/fingerprint.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -36,6 +37,8 @@ loomResult_t loom_engine_init(struct loom_engine *e) {
   e->xfers_cap = 0;
   e->recv_done = NULL;
   e->recv_done_cap = 0;
+  e->step_base = NULL;
+  e->step_base_cap = 0;
   return loomSuccess;
 }
 
@@ -43,29 +46,38 @@ void loom_engine_fini(struct loom_engine *e) {
   free(e->temp);
   free(e->xfers);
   free(e->recv_done);
+  free(e->step_base);
   e->temp = NULL;
   e->xfers = NULL;
   e->recv_done = NULL;
+  e->step_base = NULL;
 }
+
+/* A posted receive, in posting order. */
+struct fifo_entry {
+  size_t id;
+  int step, k;
+};
 
 struct run {
   struct loom_engine *e;
   const struct loom_engine_op *op;
   const struct loom_schedule *s;
   size_t esize, slice_elems;
-  int K;               /* slices per step */
-  size_t nslots;       /* nsteps * K */
+  size_t nslots;       /* slots: (step, slice) pairs, step-major */
+  size_t *base;        /* per step: its first slot; base[nsteps] = nslots */
   struct loom_xfer *sx, *rx;
   unsigned char *recv_done;
-  int *send_list;      /* slot ids of posted sends, in order */
+  size_t *send_list;   /* slot ids of posted sends, in order */
   size_t sends_total, sends_posted, sends_checked;
   size_t recvs_total, recvs_processed;
-  size_t next_send, next_recv; /* slot cursors (step*K + slice) */
-  int fifo[ENGINE_RECV_FIFO];
+  size_t next_send, next_recv; /* slot cursors */
+  int send_step, recv_step;    /* the steps of those slots */
+  struct fifo_entry fifo[ENGINE_RECV_FIFO];
   int fifo_head, fifo_count;
   int reduce_inflight;
   size_t reduce_posted;
-  /* copy_send_block, done a slice at a time while waiting on the network */
+  /* the schedule's local copy, done a slice at a time while waiting */
   const char *copy_src;
   char *copy_dst;
   size_t copy_left;
@@ -75,13 +87,29 @@ struct run {
   int notice_fd_busy;
 };
 
-/* Whether the local copy of block b may wait: no step touches b in recvbuff. */
-static int copy_can_wait(const struct loom_schedule *s, int b) {
+static char *buf_at(const struct run *r, int buf, size_t off) {
+  return (char *)r->op->bufs[buf] + off * r->esize;
+}
+
+static int ranges_overlap(const char *a, size_t alen, const char *b, size_t blen) {
+  return alen > 0 && blen > 0 && a < b + blen && b < a + alen;
+}
+
+/* Whether the local copy may be done late: no step reads or writes its
+ * destination. */
+static int copy_can_wait(const struct run *r, const char *dst, size_t len) {
+  const struct loom_schedule *s = r->s;
   for (int i = 0; i < s->nsteps; i++) {
     const struct loom_step *st = &s->steps[i];
-    if ((st->recv_peer >= 0 && st->recv_block == b) ||
-        (st->send_peer >= 0 && st->send_block == b && st->send_from == LOOM_BUF_RECV) ||
-        (st->recv_op == LOOM_RECV_REDUCE && st->reduce_with == LOOM_BUF_RECV))
+    if ((st->send_peer >= 0 &&
+         ranges_overlap(dst, len, buf_at(r, st->send_buf, st->send_off),
+                        st->send_count * r->esize)) ||
+        (st->recv_peer >= 0 &&
+         ranges_overlap(dst, len, buf_at(r, st->recv_buf, st->recv_off),
+                        st->recv_count * r->esize)) ||
+        (st->recv_op == LOOM_RECV_REDUCE &&
+         ranges_overlap(dst, len, buf_at(r, st->mine_buf, st->mine_off),
+                        st->recv_count * r->esize)))
       return 0;
   }
   return 1;
@@ -98,26 +126,54 @@ static void copy_some(struct run *r, size_t max) {
   r->copy_left -= n;
 }
 
-static void slice_range(const struct run *r, int block, int k, size_t *off, size_t *n) {
-  size_t start = (size_t)k * r->slice_elems, count = r->s->block_count[block];
-  *off = r->s->block_off[block] + start;
-  *n = start >= count ? 0 : (count - start < r->slice_elems ? count - start
-                                                            : r->slice_elems);
+/* Elements in slice k of a range of `count`. */
+static size_t slice_len(const struct run *r, size_t count, int k) {
+  size_t start = (size_t)k * r->slice_elems;
+  if (start >= count)
+    return 0;
+  return count - start < r->slice_elems ? count - start : r->slice_elems;
 }
 
-static const char *send_ptr(const struct run *r, const struct loom_step *st, size_t off) {
-  if (st->send_from == LOOM_BUF_SEND)
-    return (const char *)r->op->sendbuff + (off - r->s->send_origin) * r->esize;
-  return (const char *)r->op->recvbuff + off * r->esize;
+static size_t nslices(const struct run *r, size_t count) {
+  return (count + r->slice_elems - 1) / r->slice_elems;
 }
 
-/* Grows the engine's scratch for this run. */
+static loomResult_t grow(void **p, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap)
+    return loomSuccess;
+  free(*p);
+  *p = malloc(need * elem);
+  if (*p == NULL) {
+    *cap = 0;
+    return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (engine)");
+  }
+  *cap = need;
+  return loomSuccess;
+}
+
+/* Sizes the engine's scratch for this run and counts its messages. */
 static loomResult_t prepare(struct run *r) {
   struct loom_engine *e = r->e;
-  size_t need = r->nslots * 2;
+  const struct loom_schedule *s = r->s;
+  LOOM_CHECK(grow((void **)&e->step_base, &e->step_base_cap, (size_t)s->nsteps + 1,
+                  sizeof(size_t)));
+  r->base = e->step_base;
+  size_t total = 0;
+  for (int i = 0; i < s->nsteps; i++) {
+    const struct loom_step *st = &s->steps[i];
+    size_t ks = st->send_peer >= 0 ? nslices(r, st->send_count) : 0;
+    size_t kr = st->recv_peer >= 0 ? nslices(r, st->recv_count) : 0;
+    r->base[i] = total;
+    total += ks > kr ? ks : kr;
+    r->sends_total += ks;
+    r->recvs_total += kr;
+  }
+  r->base[s->nsteps] = total;
+  r->nslots = total;
+  size_t need = total * 2;
   if (need > e->xfers_cap) {
     free(e->xfers);
-    e->xfers = malloc(need * (sizeof(struct loom_xfer) + sizeof(int)));
+    e->xfers = malloc(need * (sizeof(struct loom_xfer) + sizeof(size_t)));
     if (e->xfers == NULL) {
       e->xfers_cap = 0;
       return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (engine)");
@@ -125,19 +181,17 @@ static loomResult_t prepare(struct run *r) {
     e->xfers_cap = need;
   }
   r->sx = e->xfers;
-  r->rx = e->xfers + r->nslots;
-  r->send_list = (int *)(e->xfers + need);
-  if (r->nslots > e->recv_done_cap) {
-    free(e->recv_done);
-    e->recv_done = malloc(r->nslots);
-    if (e->recv_done == NULL) {
-      e->recv_done_cap = 0;
-      return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (engine)");
-    }
-    e->recv_done_cap = r->nslots;
-  }
+  r->rx = e->xfers + total;
+  r->send_list = (size_t *)(e->xfers + need);
+  LOOM_CHECK(grow((void **)&e->recv_done, &e->recv_done_cap, total, 1));
   r->recv_done = e->recv_done;
-  memset(r->recv_done, 0, r->nslots);
+  /* Slots without a receive count as received. */
+  for (int i = 0; i < s->nsteps; i++) {
+    const struct loom_step *st = &s->steps[i];
+    size_t kr = st->recv_peer >= 0 ? nslices(r, st->recv_count) : 0;
+    memset(r->recv_done + r->base[i], 0, kr);
+    memset(r->recv_done + r->base[i] + kr, 1, r->base[i + 1] - r->base[i] - kr);
+  }
   /* Slots start 64-byte aligned whatever LOOM_CHUNK_BYTES is. */
   size_t slot_bytes = (r->slice_elems * r->esize + 63) & ~(size_t)63;
   if (slot_bytes > e->temp_slot_bytes) {
@@ -149,45 +203,42 @@ static loomResult_t prepare(struct run *r) {
     }
     e->temp_slot_bytes = slot_bytes;
   }
-  /* Count the non-empty messages; mark empty receives done. */
-  for (size_t id = 0; id < r->nslots; id++) {
-    const struct loom_step *st = &r->s->steps[id / (size_t)r->K];
-    int k = (int)(id % (size_t)r->K);
-    size_t off, n;
-    if (st->send_peer >= 0) {
-      slice_range(r, st->send_block, k, &off, &n);
-      r->sends_total += n > 0;
-    }
-    if (st->recv_peer >= 0) {
-      slice_range(r, st->recv_block, k, &off, &n);
-      if (n > 0)
-        r->recvs_total++;
-      else
-        r->recv_done[id] = 1;
-    } else {
-      r->recv_done[id] = 1;
-    }
-  }
   return loomSuccess;
+}
+
+/* Whether slice k of step st's send may go: the receive it forwards (all
+ * of it, or its slice k) has been processed.  Receives complete in posting
+ * order, so the last slice needed stands for all before it. */
+static int forward_ready(const struct run *r, const struct loom_step *st, int k) {
+  if (st->wait_step < 0)
+    return 1;
+  const struct loom_step *w = &r->s->steps[st->wait_step];
+  size_t kr = w->recv_peer >= 0 ? nslices(r, w->recv_count) : 0;
+  if (kr == 0)
+    return 1;
+  size_t j = st->wait_all || (size_t)k >= kr ? kr - 1 : (size_t)k;
+  return r->recv_done[r->base[st->wait_step] + j];
 }
 
 static loomResult_t post_sends(struct run *r, int *progressed) {
   const struct loom_transport *tp = r->e->tp;
   while (r->next_send < r->nslots) {
+    while (r->next_send >= r->base[r->send_step + 1])
+      r->send_step++;
     size_t id = r->next_send;
-    int step = (int)(id / (size_t)r->K), k = (int)(id % (size_t)r->K);
-    const struct loom_step *st = &r->s->steps[step];
-    size_t off, n = 0;
-    if (st->send_peer >= 0)
-      slice_range(r, st->send_block, k, &off, &n);
+    int k = (int)(id - r->base[r->send_step]);
+    const struct loom_step *st = &r->s->steps[r->send_step];
+    size_t n = st->send_peer >= 0 ? slice_len(r, st->send_count, k) : 0;
     if (n > 0) {
-      if (st->send_waits && step > 0 && !r->recv_done[id - (size_t)r->K])
+      if (!forward_ready(r, st, k))
         return loomSuccess; /* its data has not arrived yet */
       struct loom_xfer *x = &r->sx[id];
-      x->buf = (void *)send_ptr(r, st, off);
+      x->buf = buf_at(r, st->send_buf, st->send_off + (size_t)k * r->slice_elems);
       x->len = n * r->esize;
+      x->fp[0] = r->op->fp[0];
+      x->fp[1] = r->op->fp[1];
       LOOM_CHECK(tp->isend(r->e->conns[st->send_peer], x));
-      r->send_list[r->sends_posted++] = (int)id;
+      r->send_list[r->sends_posted++] = id;
       *progressed = 1;
     }
     r->next_send++;
@@ -198,12 +249,12 @@ static loomResult_t post_sends(struct run *r, int *progressed) {
 static loomResult_t post_recvs(struct run *r, int *progressed) {
   const struct loom_transport *tp = r->e->tp;
   while (r->next_recv < r->nslots && r->fifo_count < ENGINE_RECV_FIFO) {
+    while (r->next_recv >= r->base[r->recv_step + 1])
+      r->recv_step++;
     size_t id = r->next_recv;
-    const struct loom_step *st = &r->s->steps[id / (size_t)r->K];
-    int k = (int)(id % (size_t)r->K);
-    size_t off, n = 0;
-    if (st->recv_peer >= 0)
-      slice_range(r, st->recv_block, k, &off, &n);
+    int k = (int)(id - r->base[r->recv_step]);
+    const struct loom_step *st = &r->s->steps[r->recv_step];
+    size_t n = st->recv_peer >= 0 ? slice_len(r, st->recv_count, k) : 0;
     if (n > 0) {
       struct loom_xfer *x = &r->rx[id];
       if (st->recv_op == LOOM_RECV_REDUCE) {
@@ -214,11 +265,16 @@ static loomResult_t post_recvs(struct run *r, int *progressed) {
         r->reduce_inflight++;
         r->reduce_posted++;
       } else {
-        x->buf = (char *)r->op->recvbuff + off * r->esize;
+        x->buf = buf_at(r, st->recv_buf, st->recv_off + (size_t)k * r->slice_elems);
       }
       x->len = n * r->esize;
+      x->fp[0] = r->op->fp[0];
+      x->fp[1] = r->op->fp[1];
       LOOM_CHECK(tp->irecv(r->e->conns[st->recv_peer], x));
-      r->fifo[(r->fifo_head + r->fifo_count) % ENGINE_RECV_FIFO] = (int)id;
+      struct fifo_entry *f = &r->fifo[(r->fifo_head + r->fifo_count) % ENGINE_RECV_FIFO];
+      f->id = id;
+      f->step = r->recv_step;
+      f->k = k;
       r->fifo_count++;
       *progressed = 1;
     }
@@ -227,26 +283,32 @@ static loomResult_t post_recvs(struct run *r, int *progressed) {
   return loomSuccess;
 }
 
+/* Whether slice k of step st's receive writes memory its own send of slice
+ * k reads (in place): then the send must have left first. */
+static int clobbers_own_send(const struct run *r, const struct loom_step *st, int k) {
+  if (st->send_peer < 0)
+    return 0;
+  size_t at = (size_t)k * r->slice_elems;
+  return ranges_overlap(buf_at(r, st->send_buf, st->send_off + at),
+                        slice_len(r, st->send_count, k) * r->esize,
+                        buf_at(r, st->recv_buf, st->recv_off + at),
+                        slice_len(r, st->recv_count, k) * r->esize);
+}
+
 /* Reduces/finishes received slices in posting order. */
 static void complete_recvs(struct run *r, int *progressed) {
   while (r->fifo_count > 0) {
-    int id = r->fifo[r->fifo_head];
-    struct loom_xfer *x = &r->rx[id];
+    const struct fifo_entry *f = &r->fifo[r->fifo_head];
+    struct loom_xfer *x = &r->rx[f->id];
     if (!x->done)
       return;
-    const struct loom_step *st = &r->s->steps[id / r->K];
-    /* A step receiving into the block it sends: in place that is the same
-     * memory, so the slice must have left before it is overwritten. */
-    if (st->send_peer >= 0 && st->send_block == st->recv_block &&
-        !(r->next_send > (size_t)id && r->sx[id].done))
+    const struct loom_step *st = &r->s->steps[f->step];
+    if (clobbers_own_send(r, st, f->k) && !(r->next_send > f->id && r->sx[f->id].done))
       return;
     if (st->recv_op == LOOM_RECV_REDUCE) {
-      size_t off, n;
-      slice_range(r, st->recv_block, id % r->K, &off, &n);
-      char *dst = (char *)r->op->recvbuff + off * r->esize;
-      const char *mine = st->reduce_with == LOOM_BUF_RECV
-                             ? dst
-                             : (const char *)r->op->sendbuff + (off - r->s->send_origin) * r->esize;
+      size_t at = (size_t)f->k * r->slice_elems, n = slice_len(r, st->recv_count, f->k);
+      char *dst = buf_at(r, st->recv_buf, st->recv_off + at);
+      const char *mine = buf_at(r, st->mine_buf, st->mine_off + at);
       if (st->recv_first)
         loom_reduce(dst, x->buf, mine, n, r->op->datatype, r->op->op);
       else
@@ -255,7 +317,7 @@ static void complete_recvs(struct run *r, int *progressed) {
         loom_scale_avg(dst, n, r->op->datatype, r->e->nranks);
       r->reduce_inflight--;
     }
-    r->recv_done[id] = 1;
+    r->recv_done[f->id] = 1;
     r->recvs_processed++;
     r->fifo_head = (r->fifo_head + 1) % ENGINE_RECV_FIFO;
     r->fifo_count--;
@@ -268,15 +330,39 @@ static void check_sends(struct run *r) {
     r->sends_checked++;
 }
 
+/* The step owning slot id (binary search over the step bases). */
+static int step_of(const struct run *r, size_t id) {
+  int lo = 0, hi = r->s->nsteps - 1;
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (r->base[mid] <= id)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
 /* The peer this rank is waiting on, for timeout messages. */
 static int waited_peer(const struct run *r) {
   if (r->fifo_count > 0)
-    return r->s->steps[r->fifo[r->fifo_head] / r->K].recv_peer;
+    return r->s->steps[r->fifo[r->fifo_head].step].recv_peer;
   if (r->sends_checked < r->sends_posted)
-    return r->s->steps[r->send_list[r->sends_checked] / r->K].send_peer;
+    return r->s->steps[step_of(r, r->send_list[r->sends_checked])].send_peer;
   if (r->next_recv < r->nslots)
-    return r->s->steps[r->next_recv / (size_t)r->K].recv_peer;
+    return r->s->steps[step_of(r, r->next_recv)].recv_peer;
   return -1;
+}
+
+/* The posted receive from `peer` whose message carried another call's
+ * fingerprint, if any. */
+static const struct loom_xfer *mismatched_recv(const struct run *r, int peer) {
+  for (int i = 0; i < r->fifo_count; i++) {
+    const struct fifo_entry *f = &r->fifo[(r->fifo_head + i) % ENGINE_RECV_FIFO];
+    if (r->s->steps[f->step].recv_peer == peer && r->rx[f->id].fp_mismatch)
+      return &r->rx[f->id];
+  }
+  return NULL;
 }
 
 /* Whether `in` (not a timeout), just read from the ring predecessor,
@@ -355,7 +441,7 @@ static loomResult_t fail_run(struct run *r, struct loom_notice nt, const char *d
   if (timeout_mode) {
     for (int i = 0; i < e->nranks; i++)
       g.waits_on[i] = -1;
-    struct loom_notice mine = {waited_peer(r), e->rank, LOOM_NOTICE_TIMEOUT};
+    struct loom_notice mine = {waited_peer(r), e->rank, LOOM_NOTICE_TIMEOUT, {0, 0}, {0, 0}};
     if (mine.suspect >= 0) {
       g.waits_on[e->rank] = mine.suspect;
       loom_bootstrap_send_notice(e->bs, &mine);
@@ -412,6 +498,17 @@ static loomResult_t fail_run(struct run *r, struct loom_notice nt, const char *d
   free(g.waits_on);
   if (!sent)
     loom_bootstrap_send_notice(e->bs, &nt);
+  if (nt.kind == LOOM_NOTICE_MISMATCH && (nt.suspect_fp[0] | nt.reporter_fp[0]) != 0 &&
+      (nt.suspect_fp[0] != nt.reporter_fp[0] || nt.suspect_fp[1] != nt.reporter_fp[1])) {
+    char theirs[128], ours[128];
+    loom_fp_text(nt.suspect_fp, theirs, sizeof theirs);
+    loom_fp_text(nt.reporter_fp, ours, sizeof ours);
+    return loom_error(loomInvalidUsage, LOOM_LOG_COLL,
+                      "rank %d: %s failed: mismatched calls: rank %d called %s but rank %d "
+                      "called %s (every rank must make the same collective calls in the "
+                      "same order)",
+                      e->rank, r->op->name, nt.suspect, theirs, nt.reporter, ours);
+  }
   return loom_error(loom_notice_result(nt.kind), LOOM_LOG_COLL,
                     "rank %d: %s failed: rank %d %s (reported by rank %d)%s%s", e->rank,
                     r->op->name, nt.suspect, loom_notice_text(nt.kind), nt.reporter,
@@ -454,35 +551,29 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
   r.op = op;
   r.s = s;
   r.esize = loom_datatype_size(op->datatype);
-  size_t max_block = 0;
-  for (int b = 0; b < s->nblocks; b++)
-    if (s->block_count[b] > max_block)
-      max_block = s->block_count[b];
-  if (s->copy_send_block >= 0) {
-    int b = s->copy_send_block;
-    char *dst = (char *)op->recvbuff + s->block_off[b] * r.esize;
-    const char *src = (const char *)op->sendbuff + (s->block_off[b] - s->send_origin) * r.esize;
-    if (dst != src && s->block_count[b] > 0) {
-      r.copy_dst = dst;
-      r.copy_src = src;
-      r.copy_left = s->block_count[b] * r.esize;
-      /* Posting the sends first lets the network start while we copy. */
-      if (!copy_can_wait(s, b))
-        copy_some(&r, r.copy_left);
-    }
-  }
-  if (s->nsteps == 0 || max_block == 0) {
-    copy_some(&r, r.copy_left);
-    return loomSuccess;
-  }
   r.slice_elems = e->chunk_bytes / r.esize;
   if (r.slice_elems == 0)
     r.slice_elems = 1;
-  r.K = (int)((max_block + r.slice_elems - 1) / r.slice_elems);
-  r.nslots = (size_t)s->nsteps * (size_t)r.K;
+  const struct loom_local_copy *c = &s->copy;
+  if (c->count > 0) {
+    char *dst = buf_at(&r, c->to_buf, c->to_off);
+    const char *src = buf_at(&r, c->from_buf, c->from_off);
+    if (dst != src) {
+      r.copy_dst = dst;
+      r.copy_src = src;
+      r.copy_left = c->count * r.esize;
+      /* Posting the sends first lets the network start while we copy. */
+      if (!copy_can_wait(&r, dst, r.copy_left))
+        copy_some(&r, r.copy_left);
+    }
+  }
   if (prepare(&r) != loomSuccess) {
-    struct loom_notice self = {e->rank, e->rank, LOOM_NOTICE_DIED};
+    struct loom_notice self = {e->rank, e->rank, LOOM_NOTICE_DIED, {0, 0}, {0, 0}};
     return fail_run(&r, self, loom_last_error());
+  }
+  if (r.nslots == 0) {
+    copy_some(&r, r.copy_left);
+    return loomSuccess;
   }
 
   uint64_t spin_ns = (uint64_t)e->spin_us * 1000u;
@@ -500,7 +591,15 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
       /* No failed peer: this rank itself failed (out of memory). */
       struct loom_notice nt = {failed_peer >= 0 ? failed_peer : e->rank, e->rank,
                                res == loomInvalidUsage ? LOOM_NOTICE_MISMATCH
-                                                       : LOOM_NOTICE_DIED};
+                                                       : LOOM_NOTICE_DIED,
+                               {0, 0}, {0, 0}};
+      const struct loom_xfer *bad = res == loomInvalidUsage && failed_peer >= 0
+                                        ? mismatched_recv(&r, failed_peer)
+                                        : NULL;
+      if (bad != NULL) {
+        memcpy(nt.suspect_fp, bad->peer_fp, sizeof nt.suspect_fp);
+        memcpy(nt.reporter_fp, op->fp, sizeof nt.reporter_fp);
+      }
       return fail_run(&r, nt, loom_last_error());
     }
     complete_recvs(&r, &progressed);
@@ -531,7 +630,7 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
     }
     notice_ready = 0;
     if (timeout_ns && now - last_progress > timeout_ns) {
-      struct loom_notice self = {waited_peer(&r), e->rank, LOOM_NOTICE_TIMEOUT};
+      struct loom_notice self = {waited_peer(&r), e->rank, LOOM_NOTICE_TIMEOUT, {0, 0}, {0, 0}};
       char detail[160];
       snprintf(detail, sizeof detail,
                "no data moved for %d ms (timeout_ms / LOOM_TIMEOUT_MS) while rank %d "
@@ -551,7 +650,7 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
     }
     loomResult_t wres = wait_kernel(&r, ms, &notice_ready);
     if (wres != loomSuccess) {
-      struct loom_notice self = {e->rank, e->rank, LOOM_NOTICE_DIED};
+      struct loom_notice self = {e->rank, e->rank, LOOM_NOTICE_DIED, {0, 0}, {0, 0}};
       return fail_run(&r, self, loom_last_error());
     }
   }

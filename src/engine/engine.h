@@ -31,16 +31,21 @@ struct loom_engine {
   size_t xfers_cap;
   unsigned char *recv_done;
   size_t recv_done_cap;
+  size_t *step_base; /* per step: its first slot; nsteps + 1 entries */
+  size_t step_base_cap;
 };
 
 /* What one collective call asks of the engine. */
 struct loom_engine_op {
   const char *name; /* "allreduce", for messages */
   const struct loom_schedule *sched;
-  const void *sendbuff;
-  void *recvbuff;
+  /* indexed by enum loom_buf: SEND, RECV, SCRATCH (scratch_count elements
+   * or more), then user buffers */
+  void *const *bufs;
+  int nbufs;
   loomDataType_t datatype;
-  loomRedOp_t op;
+  loomRedOp_t op;     /* a built-in op */
+  uint64_t fp[2];     /* the call's fingerprint (engine/fingerprint.h) */
 };
 
 loomResult_t loom_engine_init(struct loom_engine *e);

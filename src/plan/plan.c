@@ -3,34 +3,64 @@
  */
 #include "plan/plan.h"
 
-static void add_peer(int *peers, int *n, int p) {
-  for (int i = 0; i < *n; i++)
-    if (peers[i] == p)
-      return;
-  peers[(*n)++] = p;
+#include <stddef.h>
+
+const char *loom_coll_name(enum loom_coll coll) {
+  static const char *const names[LOOM_COLL_COUNT] = {
+      "allreduce", "allgather", "reducescatter", "broadcast", "reduce",  "alltoall",
+      "alltoallv", "gather",    "scatter",       "send/recv", "barrier",
+  };
+  return (unsigned)coll < LOOM_COLL_COUNT ? names[coll] : "?";
 }
 
-void loom_plan_peers(int rank, int nranks, int *peers, int *npeers) {
-  *npeers = 0;
-  if (nranks == 1)
-    return;
-  add_peer(peers, npeers, loom_ring_next(rank, nranks));
-  add_peer(peers, npeers, loom_ring_prev(rank, nranks));
-  if (loom_is_pow2(nranks))
-    for (int k = 0; (1 << k) < nranks; k++)
-      add_peer(peers, npeers, rank ^ (1 << k));
-}
-
-const char *loom_plan(enum loom_coll coll, int rank, int nranks, size_t count,
-                      size_t elem_size, struct loom_schedule *s) {
-  if (coll == LOOM_COLL_ALLGATHER) {
-    loom_ring_allgather(rank, nranks, count, s);
+const char *loom_plan(const struct loom_plan_args *a, struct loom_schedule *s) {
+  int r = a->rank, n = a->nranks;
+  size_t bytes = a->count * a->elem_size;
+  int small = bytes <= LOOM_PLAN_RD_MAX_BYTES;
+  switch (a->coll) {
+  case LOOM_COLL_ALLREDUCE:
+  case LOOM_COLL_BARRIER:
+    if (n > 1 && loom_is_pow2(n) && small) {
+      loom_rd_allreduce(r, n, a->count, s);
+      return "recursive doubling";
+    }
+    loom_ring_allreduce(r, n, a->count, s);
     return "ring";
+  case LOOM_COLL_ALLGATHER:
+    if (n > 1 && loom_is_pow2(n) && bytes * (size_t)n <= LOOM_PLAN_RD_MAX_BYTES) {
+      loom_rd_allgather(r, n, a->count, s);
+      return "recursive doubling";
+    }
+    loom_ring_allgather(r, n, a->count, s);
+    return "ring";
+  case LOOM_COLL_REDUCESCATTER:
+    loom_ring_reducescatter(r, n, a->count, s);
+    return "ring";
+  case LOOM_COLL_BROADCAST:
+    if (small) {
+      loom_tree_broadcast(r, n, a->root, a->count, s);
+      return "binomial tree";
+    }
+    loom_chain_broadcast(r, n, a->root, a->count, s);
+    return "chain";
+  case LOOM_COLL_REDUCE:
+    if (small) {
+      loom_tree_reduce(r, n, a->root, a->count, s);
+      return "binomial tree";
+    }
+    loom_chain_reduce(r, n, a->root, a->count, s);
+    return "chain";
+  case LOOM_COLL_ALLTOALLV:
+    loom_direct_alltoallv(r, n, a->sendcounts, a->sdispls, a->recvcounts, a->rdispls, s);
+    return "pairwise";
+  case LOOM_COLL_GATHER:
+    loom_direct_gather(r, n, a->root, a->count, s);
+    return "direct";
+  case LOOM_COLL_SCATTER:
+    loom_direct_scatter(r, n, a->root, a->count, s);
+    return "direct";
+  default: /* ALLTOALL is turned into ALLTOALLV by the caller; SENDRECV is built there */
+    loom_sched_reset(s);
+    return "none";
   }
-  if (nranks > 1 && loom_is_pow2(nranks) && count * elem_size <= LOOM_PLAN_RD_MAX_BYTES) {
-    loom_rd_allreduce(rank, nranks, count, s);
-    return "recursive doubling";
-  }
-  loom_ring_allreduce(rank, nranks, count, s);
-  return "ring";
 }

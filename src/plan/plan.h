@@ -1,6 +1,7 @@
 /*
  * plan.h — from a collective call to a schedule: which algorithm runs.
- * (The tuner of later releases lives here; today the choice is fixed.)
+ * (The tuner of later releases lives here; today the choices are fixed
+ * size thresholds.)
  */
 #ifndef LOOM_PLAN_PLAN_H
 #define LOOM_PLAN_PLAN_H
@@ -12,18 +13,41 @@
 /* Up to this size a power-of-two number of ranks uses recursive doubling
  * (log2 n latencies, whole buffers); above it the ring (2(n-1) latencies,
  * 2(n-1)/n of the buffer) wins.  Measured with 2 ranks on the development
- * machine: equal at 128 KiB, recursive doubling 30% faster at 32 KiB. */
+ * machine: equal at 128 KiB, recursive doubling 30% faster at 32 KiB.
+ * Rooted collectives use a binomial tree up to the same size, a chain
+ * above it. */
 #define LOOM_PLAN_RD_MAX_BYTES (64u << 10)
 
-enum loom_coll { LOOM_COLL_ALLREDUCE, LOOM_COLL_ALLGATHER };
+enum loom_coll {
+  LOOM_COLL_ALLREDUCE,
+  LOOM_COLL_ALLGATHER,
+  LOOM_COLL_REDUCESCATTER,
+  LOOM_COLL_BROADCAST,
+  LOOM_COLL_REDUCE,
+  LOOM_COLL_ALLTOALL,
+  LOOM_COLL_ALLTOALLV,
+  LOOM_COLL_GATHER,
+  LOOM_COLL_SCATTER,
+  LOOM_COLL_SENDRECV, /* a batch of loomSend/loomRecv */
+  LOOM_COLL_BARRIER,
+  LOOM_COLL_COUNT
+};
 
-/* The peers the schedules of loom_plan exchange data with (ring neighbours
- * and recursive-doubling partners), each once; at most 2 + 31 entries. */
-void loom_plan_peers(int rank, int nranks, int *peers, int *npeers);
+/* "allreduce", ... for messages. */
+const char *loom_coll_name(enum loom_coll coll);
 
-/* Fills `s` (arrays sized for LOOM_SCHED_MAX_STEPS_PER_RANK and nranks
- * blocks) and returns the algorithm's name for logs. */
-const char *loom_plan(enum loom_coll coll, int rank, int nranks, size_t count,
-                      size_t elem_size, struct loom_schedule *s);
+/* What the planner needs of one call.  count is per rank where NCCL says
+ * so (all-gather, reduce-scatter, all-to-all, gather, scatter). */
+struct loom_plan_args {
+  enum loom_coll coll;
+  int rank, nranks, root;
+  size_t count, elem_size;
+  /* all-to-all-v: per peer, in elements */
+  const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
+};
+
+/* Fills `s` (cap >= LOOM_SCHED_MAX_STEPS(nranks)) for every collective but
+ * SENDRECV, and returns the algorithm's name for logs. */
+const char *loom_plan(const struct loom_plan_args *a, struct loom_schedule *s);
 
 #endif

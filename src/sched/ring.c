@@ -1,5 +1,6 @@
 /*
- * ring.c — ring schedules.  Pure rank arithmetic: no I/O, no allocation.
+ * ring.c — ring and recursive-doubling schedules.  Pure rank arithmetic:
+ * no I/O, no allocation.
  *
  * All-reduce: in step s < n-1 rank r sends block (r-s) and reduces the
  * block (r-s-1) it receives; after n-1 steps rank r owns the fully reduced
@@ -7,69 +8,96 @@
  */
 #include "sched/schedule.h"
 
+#include <string.h>
+
+void loom_sched_reset(struct loom_schedule *s) {
+  s->nsteps = 0;
+  memset(&s->copy, 0, sizeof s->copy);
+  s->scratch_count = 0;
+}
+
+struct loom_step *loom_sched_add(struct loom_schedule *s) {
+  if (s->nsteps >= s->cap)
+    return NULL;
+  struct loom_step *p = &s->steps[s->nsteps++];
+  memset(p, 0, sizeof *p);
+  p->send_peer = p->recv_peer = p->wait_step = -1;
+  return p;
+}
+
+void loom_sched_block(size_t count, int n, int b, size_t *off, size_t *cnt) {
+  size_t base = count / (size_t)n, rem = count % (size_t)n, ub = (size_t)b;
+  *cnt = base + (ub < rem ? 1 : 0);
+  *off = ub * base + (ub < rem ? ub : rem);
+}
+
 void loom_sched_split(size_t count, int n, size_t *off, size_t *cnt) {
-  size_t base = count / (size_t)n, rem = count % (size_t)n, o = 0;
-  for (int b = 0; b < n; b++) {
-    cnt[b] = base + ((size_t)b < rem ? 1 : 0);
-    off[b] = o;
-    o += cnt[b];
-  }
+  for (int b = 0; b < n; b++)
+    loom_sched_block(count, n, b, &off[b], &cnt[b]);
 }
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
+static void set_copy(struct loom_schedule *s, int from, size_t from_off, int to,
+                     size_t to_off, size_t count) {
+  s->copy.from_buf = from;
+  s->copy.from_off = from_off;
+  s->copy.to_buf = to;
+  s->copy.to_off = to_off;
+  s->copy.count = count;
+}
+
+static void send_block(struct loom_step *p, int peer, int buf, size_t count, int n, int b) {
+  p->send_peer = peer;
+  p->send_buf = buf;
+  loom_sched_block(count, n, b, &p->send_off, &p->send_count);
+}
+
+static void recv_block(struct loom_step *p, int peer, int op, int buf, size_t count, int n,
+                       int b) {
+  p->recv_peer = peer;
+  p->recv_op = (unsigned char)op;
+  p->recv_buf = buf;
+  loom_sched_block(count, n, b, &p->recv_off, &p->recv_count);
+  p->mine_buf = LOOM_BUF_SEND;
+  p->mine_off = p->recv_off;
+}
+
 void loom_ring_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s) {
   int n = nranks, next = loom_ring_next(rank, n), prev = loom_ring_prev(rank, n);
-  s->nblocks = n;
-  s->send_origin = 0;
-  s->copy_send_block = n == 1 ? 0 : -1;
-  loom_sched_split(count, n, s->block_off, s->block_count);
-  s->nsteps = 0;
-  if (n == 1)
+  loom_sched_reset(s);
+  if (n == 1) {
+    set_copy(s, LOOM_BUF_SEND, 0, LOOM_BUF_RECV, 0, count);
     return;
+  }
   for (int st = 0; st < n - 1; st++) {
-    struct loom_step *p = &s->steps[s->nsteps++];
-    p->send_peer = next;
-    p->send_block = mod(rank - st, n);
-    p->send_from = st == 0 ? LOOM_BUF_SEND : LOOM_BUF_RECV;
-    p->send_waits = st > 0;
-    p->recv_peer = prev;
-    p->recv_block = mod(rank - st - 1, n);
-    p->recv_op = LOOM_RECV_REDUCE;
-    p->reduce_with = LOOM_BUF_SEND;
-    p->recv_first = 0;
+    struct loom_step *p = loom_sched_add(s);
+    send_block(p, next, st == 0 ? LOOM_BUF_SEND : LOOM_BUF_RECV, count, n, mod(rank - st, n));
+    p->wait_step = st - 1;
+    recv_block(p, prev, LOOM_RECV_REDUCE, LOOM_BUF_RECV, count, n, mod(rank - st - 1, n));
     p->finalize = st == n - 2;
   }
   for (int st = 0; st < n - 1; st++) {
-    struct loom_step *p = &s->steps[s->nsteps++];
-    p->send_peer = next;
-    p->send_block = mod(rank + 1 - st, n);
-    p->send_from = LOOM_BUF_RECV;
-    p->send_waits = 1;
-    p->recv_peer = prev;
-    p->recv_block = mod(rank - st, n);
-    p->recv_op = LOOM_RECV_COPY;
-    p->reduce_with = LOOM_BUF_SEND;
-    p->recv_first = 0;
-    p->finalize = 0;
+    struct loom_step *p = loom_sched_add(s);
+    send_block(p, next, LOOM_BUF_RECV, count, n, mod(rank + 1 - st, n));
+    p->wait_step = s->nsteps - 2;
+    recv_block(p, prev, LOOM_RECV_COPY, LOOM_BUF_RECV, count, n, mod(rank - st, n));
   }
 }
 
 void loom_rd_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s) {
-  s->nblocks = 1;
-  s->block_off[0] = 0;
-  s->block_count[0] = count;
-  s->send_origin = 0;
-  s->copy_send_block = nranks == 1 ? 0 : -1;
-  s->nsteps = 0;
+  loom_sched_reset(s);
+  if (nranks == 1)
+    set_copy(s, LOOM_BUF_SEND, 0, LOOM_BUF_RECV, 0, count);
   for (int k = 0; (1 << k) < nranks; k++) {
-    struct loom_step *p = &s->steps[s->nsteps++];
+    struct loom_step *p = loom_sched_add(s);
     p->send_peer = p->recv_peer = rank ^ (1 << k);
-    p->send_block = p->recv_block = 0;
-    p->send_from = k == 0 ? LOOM_BUF_SEND : LOOM_BUF_RECV;
-    p->send_waits = k > 0;
+    p->send_buf = k == 0 ? LOOM_BUF_SEND : LOOM_BUF_RECV;
+    p->send_count = p->recv_count = count;
+    p->wait_step = k - 1;
     p->recv_op = LOOM_RECV_REDUCE;
-    p->reduce_with = k == 0 ? LOOM_BUF_SEND : LOOM_BUF_RECV;
+    p->recv_buf = LOOM_BUF_RECV;
+    p->mine_buf = k == 0 ? LOOM_BUF_SEND : LOOM_BUF_RECV;
     p->recv_first = p->recv_peer < rank;
     p->finalize = (2 << k) >= nranks;
   }
@@ -77,26 +105,71 @@ void loom_rd_allreduce(int rank, int nranks, size_t count, struct loom_schedule 
 
 void loom_ring_allgather(int rank, int nranks, size_t count, struct loom_schedule *s) {
   int n = nranks, next = loom_ring_next(rank, n), prev = loom_ring_prev(rank, n);
-  s->nblocks = n;
-  for (int b = 0; b < n; b++) {
-    s->block_off[b] = (size_t)b * count;
-    s->block_count[b] = count;
-  }
-  s->send_origin = (size_t)rank * count;
-  s->copy_send_block = rank;
-  s->nsteps = 0;
+  loom_sched_reset(s);
+  set_copy(s, LOOM_BUF_SEND, 0, LOOM_BUF_RECV, (size_t)rank * count, count);
   for (int st = 0; st < n - 1; st++) {
-    struct loom_step *p = &s->steps[s->nsteps++];
-    p->send_peer = next;
-    p->send_block = mod(rank - st, n);
+    struct loom_step *p = loom_sched_add(s);
+    int b = mod(rank - st, n);
     /* Step 0 sends straight from sendbuff, overlapping the local copy. */
-    p->send_from = st == 0 ? LOOM_BUF_SEND : LOOM_BUF_RECV;
-    p->send_waits = st > 0;
+    p->send_peer = next;
+    p->send_buf = st == 0 ? LOOM_BUF_SEND : LOOM_BUF_RECV;
+    p->send_off = st == 0 ? 0 : (size_t)b * count;
+    p->send_count = count;
+    p->wait_step = st - 1;
     p->recv_peer = prev;
-    p->recv_block = mod(rank - st - 1, n);
     p->recv_op = LOOM_RECV_COPY;
-    p->reduce_with = LOOM_BUF_SEND;
-    p->recv_first = 0;
-    p->finalize = 0;
+    p->recv_buf = LOOM_BUF_RECV;
+    p->recv_off = (size_t)mod(rank - st - 1, n) * count;
+    p->recv_count = count;
+  }
+}
+
+void loom_rd_allgather(int rank, int nranks, size_t count, struct loom_schedule *s) {
+  loom_sched_reset(s);
+  set_copy(s, LOOM_BUF_SEND, 0, LOOM_BUF_RECV, (size_t)rank * count, count);
+  for (int k = 0; (1 << k) < nranks; k++) {
+    struct loom_step *p = loom_sched_add(s);
+    int peer = rank ^ (1 << k);
+    size_t have = (size_t)1 << k; /* blocks held: the aligned group around rank */
+    p->send_peer = p->recv_peer = peer;
+    p->send_buf = k == 0 ? LOOM_BUF_SEND : LOOM_BUF_RECV;
+    p->send_off = k == 0 ? 0 : (size_t)(rank >> k << k) * count;
+    p->send_count = have * count;
+    p->wait_step = k - 1;
+    p->wait_all = 1; /* it forwards every block received so far */
+    p->recv_op = LOOM_RECV_COPY;
+    p->recv_buf = LOOM_BUF_RECV;
+    p->recv_off = (size_t)(peer >> k << k) * count;
+    p->recv_count = have * count;
+  }
+}
+
+void loom_ring_reducescatter(int rank, int nranks, size_t count, struct loom_schedule *s) {
+  int n = nranks, next = loom_ring_next(rank, n), prev = loom_ring_prev(rank, n);
+  loom_sched_reset(s);
+  if (n == 1) {
+    set_copy(s, LOOM_BUF_SEND, 0, LOOM_BUF_RECV, 0, count);
+    return;
+  }
+  s->scratch_count = (size_t)n * count;
+  /* In step st rank r sends block r-st-1 and reduces block r-st-2 into it;
+   * the last step (st = n-2) completes block r, straight into recvbuff. */
+  for (int st = 0; st < n - 1; st++) {
+    struct loom_step *p = loom_sched_add(s);
+    int sb = mod(rank - st - 1, n), rb = mod(rank - st - 2, n);
+    p->send_peer = next;
+    p->send_buf = st == 0 ? LOOM_BUF_SEND : LOOM_BUF_SCRATCH;
+    p->send_off = (size_t)sb * count;
+    p->send_count = count;
+    p->wait_step = st - 1;
+    p->recv_peer = prev;
+    p->recv_op = LOOM_RECV_REDUCE;
+    p->recv_count = count;
+    p->mine_buf = LOOM_BUF_SEND;
+    p->mine_off = (size_t)rb * count;
+    int last = st == n - 2;
+    p->recv_buf = last ? LOOM_BUF_RECV : LOOM_BUF_SCRATCH;
+    p->recv_off = last ? 0 : (size_t)rb * count;
+    p->finalize = (unsigned char)last;
   }
 }

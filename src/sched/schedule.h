@@ -1,57 +1,86 @@
 /*
- * schedule.h — collectives as data: a per-rank list of steps over blocks of
- * the buffer.  Schedules are made by pure functions (ring.c, ...) so that
- * unit tests and the simulator can run exactly what the engine runs.
+ * schedule.h — collectives as data: a per-rank list of steps over element
+ * ranges of a few buffers.  Schedules are made by pure functions (ring.c,
+ * chain.c, direct.c) so that unit tests and the simulator can run exactly
+ * what the engine runs.
  *
- * Each step sends one block to a peer and/or receives one block from a
- * peer.  A step may reduce into the block it sends (in place, the same
- * memory): the engine reduces slice k only once slice k has been sent, the
- * data waiting in a temp slot meanwhile.  A COPY receive lands in recvbuff
- * as it arrives, so a step must never copy into the block it sends.  The engine cuts every block into pipeline slices; slice k of a
- * step's send may wait for slice k of the previous step's receive, which is
+ * Each step sends one range to a peer and/or receives one range from a
+ * peer.  Buffers are named by index: SEND, RECV, SCRATCH (engine-provided
+ * work space of scratch_count elements) and, from LOOM_BUF_USER on, extra
+ * user buffers (the sends and receives of a group).  A REDUCE receive
+ * computes dst = mine op data slice by slice, waiting in a temp slot; when
+ * dst overlaps what the same step sends, the engine writes slice k only
+ * once slice k has left.  A COPY receive lands in dst as it arrives, so a
+ * step must never copy into memory it sends.  The engine cuts every range
+ * into pipeline slices; slice k of a step's send may wait for slice k of an
+ * earlier step's receive (wait_step), or for all of it (wait_all), which is
  * what lets sending, receiving and reducing overlap.
+ *
+ * Messages between two ranks match in step order: the i-th send of rank a
+ * to rank b meets the i-th receive of b from a, with the same count.
  */
 #ifndef LOOM_SCHED_SCHEDULE_H
 #define LOOM_SCHED_SCHEDULE_H
 
 #include <stddef.h>
 
-enum loom_buf { LOOM_BUF_SEND = 0, LOOM_BUF_RECV = 1 };
+enum loom_buf {
+  LOOM_BUF_SEND = 0,
+  LOOM_BUF_RECV = 1,
+  LOOM_BUF_SCRATCH = 2,
+  LOOM_BUF_USER = 3, /* LOOM_BUF_USER + i: the i-th extra buffer */
+};
 enum loom_recv_op {
   LOOM_RECV_NONE = 0,
-  LOOM_RECV_COPY = 1,   /* land the data in recvbuff's block */
-  LOOM_RECV_REDUCE = 2, /* recvbuff[block] = mine[block] op data */
+  LOOM_RECV_COPY = 1,   /* land the data in dst */
+  LOOM_RECV_REDUCE = 2, /* dst = mine op data */
 };
 
 struct loom_step {
-  int send_peer;            /* -1: no send */
-  int send_block;
-  unsigned char send_from;  /* enum loom_buf */
-  unsigned char send_waits; /* 1: slice k waits for the previous step's receive of slice k */
-  int recv_peer;            /* -1: no receive */
-  int recv_block;
-  unsigned char recv_op;    /* enum loom_recv_op */
-  unsigned char reduce_with; /* enum loom_buf holding this rank's operand ("mine") */
-  unsigned char recv_first;  /* 1: reduce as data op mine (operand order matters for
-                                the bits of max/min of +0/-0 and of NaN payloads) */
+  int send_peer; /* -1: no send */
+  int send_buf;  /* enum loom_buf */
+  size_t send_off, send_count;
+  int wait_step;          /* -1, or the earlier step whose receive this send forwards */
+  unsigned char wait_all; /* 1: wait for all of wait_step's receive, not slice k */
+  int recv_peer;          /* -1: no receive */
+  unsigned char recv_op;  /* enum loom_recv_op */
+  int recv_buf;
+  size_t recv_off, recv_count;
+  int mine_buf;            /* REDUCE: this rank's operand ("mine") */
+  size_t mine_off;
+  unsigned char recv_first; /* 1: reduce as data op mine (operand order matters for
+                               the bits of max/min of +0/-0 and of NaN payloads) */
   unsigned char finalize;   /* 1: apply the op's final step (avg: divide) after the reduce */
 };
 
-/* Blocks are element ranges of recvbuff: block b is [off[b], off[b]+count[b]).
- * sendbuff element 0 corresponds to recvbuff element `send_origin`. */
-#define LOOM_SCHED_MAX_STEPS_PER_RANK(nranks) (2 * (nranks))
-struct loom_schedule {
-  int nsteps;
-  struct loom_step *steps;     /* caller-provided, LOOM_SCHED_MAX_STEPS_PER_RANK */
-  int nblocks;
-  size_t *block_off, *block_count; /* caller-provided, nranks entries */
-  size_t send_origin;
-  int copy_send_block;         /* >= 0: copy sendbuff to this block first (unless in place) */
+/* A local copy done alongside the steps (count 0: none).  Skipped when
+ * source and destination are the same memory (in place). */
+struct loom_local_copy {
+  int from_buf, to_buf;
+  size_t from_off, to_off, count;
 };
+
+struct loom_schedule {
+  int nsteps, cap;
+  struct loom_step *steps; /* caller-provided, cap entries */
+  struct loom_local_copy copy;
+  size_t scratch_count; /* elements of SCRATCH the steps use */
+};
+
+/* Steps any builder below needs for nranks (p2p batches: one per call). */
+#define LOOM_SCHED_MAX_STEPS(nranks) (2 * (nranks) + 2)
+
+/* Empties s (keeping its step storage). */
+void loom_sched_reset(struct loom_schedule *s);
+/* Appends a step with no send and no receive; NULL when s is full. */
+struct loom_step *loom_sched_add(struct loom_schedule *s);
 
 /* Splits count into n near-equal blocks (the first count % n one larger). */
 void loom_sched_split(size_t count, int n, size_t *off, size_t *cnt);
+/* Block b of loom_sched_split(count, n, ...), without the arrays. */
+void loom_sched_block(size_t count, int n, int b, size_t *off, size_t *cnt);
 
+/* ---- ring.c ---- */
 /* Ring all-reduce: reduce-scatter then all-gather, 2(n-1) steps. */
 void loom_ring_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s);
 /* Recursive doubling, for a power-of-two nranks: in step k rank r swaps its
@@ -61,10 +90,40 @@ void loom_ring_allreduce(int rank, int nranks, size_t count, struct loom_schedul
  * commutativity stops at values (max(+0,-0), NaN payloads), and every rank
  * ends with the same bits. */
 void loom_rd_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s);
-static inline int loom_is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
 /* Ring all-gather of `count` elements per rank, n-1 steps. */
 void loom_ring_allgather(int rank, int nranks, size_t count, struct loom_schedule *s);
+/* Recursive-doubling all-gather (power-of-two nranks): step k swaps the
+ * 2^k blocks gathered so far with rank r ^ 2^k; log2(n) steps. */
+void loom_rd_allgather(int rank, int nranks, size_t count, struct loom_schedule *s);
+/* Ring reduce-scatter: `count` elements per rank; rank r ends with block r
+ * in RECV.  Partial sums travel through SCRATCH (nranks*count). */
+void loom_ring_reducescatter(int rank, int nranks, size_t count, struct loom_schedule *s);
 
+/* ---- chain.c: rooted collectives ---- */
+/* Pipelined chain root -> root+1 -> ... (large messages: every link carries
+ * the data once). */
+void loom_chain_broadcast(int rank, int nranks, int root, size_t count,
+                          struct loom_schedule *s);
+/* Binomial tree from root (small messages: log2(n) hops). */
+void loom_tree_broadcast(int rank, int nranks, int root, size_t count,
+                         struct loom_schedule *s);
+/* Chain reduce toward root: root+1 -> root+2 -> ... -> root, each adding its
+ * own; non-roots accumulate in SCRATCH (count elements). */
+void loom_chain_reduce(int rank, int nranks, int root, size_t count, struct loom_schedule *s);
+/* Binomial tree reduce toward root (small messages). */
+void loom_tree_reduce(int rank, int nranks, int root, size_t count, struct loom_schedule *s);
+
+/* ---- direct.c: every rank to every rank, or to/from a root ---- */
+/* Pairwise exchange: step d sends block (r+d) to rank r+d and receives
+ * block (r-d) from rank r-d.  counts/displs per peer, in elements. */
+void loom_direct_alltoallv(int rank, int nranks, const size_t *sendcounts,
+                           const size_t *sdispls, const size_t *recvcounts,
+                           const size_t *rdispls, struct loom_schedule *s);
+void loom_direct_gather(int rank, int nranks, int root, size_t count, struct loom_schedule *s);
+void loom_direct_scatter(int rank, int nranks, int root, size_t count,
+                         struct loom_schedule *s);
+
+static inline int loom_is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
 static inline int loom_ring_next(int rank, int nranks) { return (rank + 1) % nranks; }
 static inline int loom_ring_prev(int rank, int nranks) {
   return (rank + nranks - 1) % nranks;

@@ -358,7 +358,9 @@ END_TEST
 START_TEST(notice_roundtrip_and_rejects) {
   uint8_t raw[LOOM_NOTICE_BYTES + 1];
   for (int kind = LOOM_NOTICE_DIED; kind <= LOOM_NOTICE_MISMATCH; kind++) {
-    struct loom_notice n = {3 + kind, 65536 + kind, kind}, m = {-9, -9, -9};
+    struct loom_notice n = {3 + kind, 65536 + kind, kind, {0x0102030405060708ull, 7u + (unsigned)kind},
+                            {0xfedcba9876543210ull, 1ull << 63}},
+                       m = {-9, -9, -9, {0, 0}, {0, 0}};
     raw[LOOM_NOTICE_BYTES] = 0x12;
     loom_notice_encode(&n, raw);
     ck_assert_int_eq(raw[LOOM_NOTICE_BYTES], 0x12);
@@ -369,6 +371,10 @@ START_TEST(notice_roundtrip_and_rejects) {
     ck_assert_int_eq(m.suspect, n.suspect);
     ck_assert_int_eq(m.reporter, n.reporter);
     ck_assert_int_eq(m.kind, kind);
+    for (int i = 0; i < 2; i++) {
+      ck_assert(m.suspect_fp[i] == n.suspect_fp[i]);
+      ck_assert(m.reporter_fp[i] == n.reporter_fp[i]);
+    }
   }
   static const struct loom_notice bad[] = {
       {1, 2, 0},  {1, 2, LOOM_NOTICE_MISMATCH + 1}, {1, 2, -1},

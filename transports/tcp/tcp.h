@@ -12,8 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TCP_PART_MAGIC 0x4c4d5431u /* "LMT1" */
-#define TCP_PART_HDR_BYTES 16
+#define TCP_PART_MAGIC 0x4c4d5432u /* "LMT2" */
+#define TCP_PART_HDR_BYTES 32
 /* Messages below this go whole over one socket; larger ones are striped. */
 #define TCP_STRIPE_MIN (128u << 10)
 

@@ -56,12 +56,22 @@ void tcp_queue_free(struct tcp_part_queue *q) {
   memset(q, 0, sizeof *q);
 }
 
-/* Header: magic, part length, message length (64 bits). */
-static void encode_hdr(uint8_t *h, size_t part_len, size_t msg_len) {
+static void put_u64(uint8_t *p, uint64_t v) {
+  loom_put_u32(p, (uint32_t)(v >> 32));
+  loom_put_u32(p + 4, (uint32_t)v);
+}
+
+static uint64_t get_u64(const uint8_t *p) {
+  return (uint64_t)loom_get_u32(p) << 32 | loom_get_u32(p + 4);
+}
+
+/* Header: magic, part length, message length (64 bits), fingerprint. */
+static void encode_hdr(uint8_t *h, size_t part_len, const struct loom_xfer *x) {
   loom_put_u32(h, TCP_PART_MAGIC);
   loom_put_u32(h + 4, (uint32_t)part_len);
-  loom_put_u32(h + 8, (uint32_t)((uint64_t)msg_len >> 32));
-  loom_put_u32(h + 12, (uint32_t)msg_len);
+  put_u64(h + 8, (uint64_t)x->len);
+  put_u64(h + 16, x->fp[0]);
+  put_u64(h + 24, x->fp[1]);
 }
 
 loomResult_t tcp_post(struct tcp_conn *c, struct loom_xfer *x, int is_send) {
@@ -71,12 +81,13 @@ loomResult_t tcp_post(struct tcp_conn *c, struct loom_xfer *x, int is_send) {
   int nparts = tcp_split(x->len, c->nsocks, &part_len);
   uint64_t msg = is_send ? c->sent_msgs++ : c->recv_msgs++;
   x->done = 0;
+  x->fp_mismatch = 0;
   x->parts_left = nparts;
   for (int j = 0; j < nparts; j++) {
     struct tcp_part p = {.xfer = x, .offset = (size_t)j * part_len, .done = 0};
     p.len = j == nparts - 1 ? x->len - p.offset : part_len;
     if (is_send)
-      encode_hdr(p.hdr, p.len, x->len);
+      encode_hdr(p.hdr, p.len, x);
     struct tcp_sock *s = &c->socks[(msg + (uint64_t)j) % (uint64_t)c->nsocks];
     if (queue_push(is_send ? &s->sendq : &s->recvq, &p) != 0)
       return loom_error_record(loomSystemError,
@@ -133,9 +144,21 @@ static loomResult_t progress_send(struct tcp_conn *c, struct tcp_sock *s, int *p
 }
 
 static loomResult_t check_hdr(struct tcp_conn *c, const struct tcp_part *p) {
-  uint64_t msg_len = (uint64_t)loom_get_u32(p->hdr + 8) << 32 | loom_get_u32(p->hdr + 12);
+  uint64_t msg_len = get_u64(p->hdr + 8);
   if (loom_get_u32(p->hdr) != TCP_PART_MAGIC)
     return fail_conn(c, loomRemoteError, "corrupt stream (bad part header)", 0);
+  struct loom_xfer *x = p->xfer;
+  uint64_t fp0 = get_u64(p->hdr + 16), fp1 = get_u64(p->hdr + 24);
+  if (fp0 != x->fp[0] || fp1 != x->fp[1]) {
+    x->peer_fp[0] = fp0;
+    x->peer_fp[1] = fp1;
+    x->fp_mismatch = 1;
+    if (c->failed == loomSuccess)
+      c->failed = loom_error_record(loomInvalidUsage,
+                                    "rank %d: rank %d's message belongs to another call",
+                                    c->ctx->rank, c->peer);
+    return c->failed;
+  }
   if (msg_len != p->xfer->len || loom_get_u32(p->hdr + 4) != p->len) {
     if (c->failed == loomSuccess)
       c->failed = loom_error_record(loomInvalidUsage,

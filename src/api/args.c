@@ -1,0 +1,174 @@
+/*
+ * args.c — argument checks of every collective and point-to-point call,
+ * done when the call is made (before it is grouped or queued), so that bad
+ * input returns loomInvalidArgument with a message and moves nothing.
+ */
+#include "api/comm.h"
+#include "api/task.h"
+#include "core/error.h"
+#include "device/reduce.h"
+#include "stream/stream.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+
+#define BAD(...) loom_error(loomInvalidArgument, LOOM_LOG_COLL, __VA_ARGS__)
+
+void loom_call_free(struct loom_call *c) {
+  free(c->v);
+  c->v = NULL;
+}
+
+/* a * b * c bytes, refusing overflow past PTRDIFF_MAX. */
+static int mul_ok(size_t a, size_t b, size_t c, size_t *out) {
+  if ((b != 0 && a > SIZE_MAX / b) || (c != 0 && a * b > SIZE_MAX / c) ||
+      a * b * c > (size_t)PTRDIFF_MAX)
+    return 0;
+  *out = a * b * c;
+  return 1;
+}
+
+static int span_overlap(uintptr_t x, size_t alen, uintptr_t y, size_t blen) {
+  return alen > 0 && blen > 0 && x < y + blen && y < x + alen;
+}
+
+static int overlaps(const void *a, size_t alen, const void *b, size_t blen) {
+  return span_overlap((uintptr_t)a, alen, (uintptr_t)b, blen);
+}
+
+static loomResult_t check_null(const char *fn, const char *what, const void *p, size_t bytes) {
+  if (p == NULL && bytes > 0)
+    return BAD("%s: %s is NULL with %zu bytes to move", fn, what, bytes);
+  return loomSuccess;
+}
+
+static loomResult_t check_rank(const char *fn, const char *what, int r, int nranks) {
+  if (r < 0 || r >= nranks)
+    return BAD("%s: %s %d is outside [0, %d)", fn, what, r, nranks);
+  return loomSuccess;
+}
+
+/* The buffers of a call whose in-place form puts sendbuff inside recvbuff
+ * (or recvbuff inside sendbuff) at `inplace`: equal there, or disjoint. */
+static loomResult_t check_inplace(const char *fn, const void *small, size_t small_bytes,
+                                  const void *big, size_t big_bytes, const void *inplace,
+                                  const char *rule) {
+  if (small != inplace && overlaps(small, small_bytes, big, big_bytes))
+    return BAD("%s: sendbuff and recvbuff overlap without being in place (%s)", fn, rule);
+  return loomSuccess;
+}
+
+static loomResult_t check_alltoallv(const struct loom_call *c, const char *fn, size_t esize) {
+  int n = c->comm->nranks;
+  const size_t *sc = c->v, *sd = c->v + n, *rc = c->v + 2 * n, *rd = c->v + 3 * n;
+  size_t send_end = 0, recv_end = 0, end;
+  for (int j = 0; j < n; j++) {
+    if (!mul_ok(sd[j] + sc[j], esize, 1, &end) || sd[j] + sc[j] < sd[j])
+      return BAD("%s: sdispls[%d] + sendcounts[%d] overflows", fn, j, j);
+    send_end = end > send_end ? end : send_end;
+    if (!mul_ok(rd[j] + rc[j], esize, 1, &end) || rd[j] + rc[j] < rd[j])
+      return BAD("%s: rdispls[%d] + recvcounts[%d] overflows", fn, j, j);
+    recv_end = end > recv_end ? end : recv_end;
+  }
+  int me = c->comm->rank;
+  if (sc[me] != rc[me])
+    return BAD("%s: sendcounts[%d] = %zu but recvcounts[%d] = %zu (this rank's data to "
+               "itself)",
+               fn, me, sc[me], me, rc[me]);
+  for (int i = 0; i < n; i++)
+    for (int j = i + 1; j < n; j++)
+      if (span_overlap(rd[i], rc[i], rd[j], rc[j]))
+        return BAD("%s: receive blocks of ranks %d and %d overlap (rdispls/recvcounts)", fn,
+                   i, j);
+  LOOM_CHECK(check_null(fn, "sendbuff", c->sendbuff, send_end));
+  LOOM_CHECK(check_null(fn, "recvbuff", c->recvbuff, recv_end));
+  if (overlaps(c->sendbuff, send_end, c->recvbuff, recv_end))
+    return BAD("%s: sendbuff and recvbuff overlap (all-to-all cannot run in place)", fn);
+  return loomSuccess;
+}
+
+loomResult_t loom_call_check(const struct loom_call *c, const char *fn) {
+  loomComm_t comm = c->comm;
+  LOOM_CHECK(loom_comm_check_usable(comm, fn));
+  if (c->stream != NULL)
+    LOOM_CHECK(loom_stream_check(c->stream, fn));
+  if (c->coll == LOOM_COLL_BARRIER)
+    return loomSuccess;
+  if ((int)c->datatype < 0 || c->datatype >= loomNumTypes)
+    return BAD("%s: invalid datatype %d (use loomInt8 ... loomBfloat16)", fn, (int)c->datatype);
+  int reduces = c->coll == LOOM_COLL_ALLREDUCE || c->coll == LOOM_COLL_REDUCE ||
+                c->coll == LOOM_COLL_REDUCESCATTER;
+  if (reduces) {
+    loomRedOp_t base;
+    const void *scalar;
+    LOOM_CHECK(loom_redop_resolve(comm, c->op, c->datatype, &base, &scalar, fn));
+  }
+  int n = comm->nranks, me = comm->rank;
+  size_t esize = loom_datatype_size(c->datatype), one, all;
+  if (c->coll == LOOM_COLL_ALLTOALLV)
+    return check_alltoallv(c, fn, esize);
+  if (!mul_ok(c->count, esize, 1, &one) || !mul_ok(c->count, esize, (size_t)n, &all))
+    return BAD("%s: count %zu of %zu-byte elements (x%d ranks) overflows the address space",
+               fn, c->count, esize, n);
+  const char *sb = c->sendbuff;
+  char *rb = c->recvbuff;
+  switch (c->coll) {
+  case LOOM_COLL_ALLREDUCE:
+    LOOM_CHECK(check_null(fn, "sendbuff", sb, one));
+    LOOM_CHECK(check_null(fn, "recvbuff", rb, one));
+    return check_inplace(fn, sb, one, rb, one, rb, "sendbuff == recvbuff");
+  case LOOM_COLL_ALLGATHER:
+    LOOM_CHECK(check_null(fn, "sendbuff", sb, one));
+    LOOM_CHECK(check_null(fn, "recvbuff", rb, all));
+    return check_inplace(fn, sb, one, rb, all, rb ? rb + (size_t)me * one : NULL,
+                         "sendbuff == recvbuff + rank*sendcount");
+  case LOOM_COLL_REDUCESCATTER:
+    LOOM_CHECK(check_null(fn, "sendbuff", sb, all));
+    LOOM_CHECK(check_null(fn, "recvbuff", rb, one));
+    return check_inplace(fn, rb, one, sb, all, sb ? sb + (size_t)me * one : NULL,
+                         "recvbuff == sendbuff + rank*recvcount");
+  case LOOM_COLL_BROADCAST:
+    LOOM_CHECK(check_rank(fn, "root", c->root, n));
+    if (me == c->root)
+      LOOM_CHECK(check_null(fn, "sendbuff (on root)", sb, one));
+    LOOM_CHECK(check_null(fn, "recvbuff", rb, one));
+    return me == c->root ? check_inplace(fn, sb, one, rb, one, rb, "sendbuff == recvbuff")
+                         : loomSuccess;
+  case LOOM_COLL_REDUCE:
+    LOOM_CHECK(check_rank(fn, "root", c->root, n));
+    LOOM_CHECK(check_null(fn, "sendbuff", sb, one));
+    if (me != c->root)
+      return loomSuccess;
+    LOOM_CHECK(check_null(fn, "recvbuff (on root)", rb, one));
+    return check_inplace(fn, sb, one, rb, one, rb, "sendbuff == recvbuff");
+  case LOOM_COLL_ALLTOALL:
+    LOOM_CHECK(check_null(fn, "sendbuff", sb, all));
+    LOOM_CHECK(check_null(fn, "recvbuff", rb, all));
+    if (overlaps(sb, all, rb, all))
+      return BAD("%s: sendbuff and recvbuff overlap (all-to-all cannot run in place)", fn);
+    return loomSuccess;
+  case LOOM_COLL_GATHER:
+    LOOM_CHECK(check_rank(fn, "root", c->root, n));
+    LOOM_CHECK(check_null(fn, "sendbuff", sb, one));
+    if (me != c->root)
+      return loomSuccess;
+    LOOM_CHECK(check_null(fn, "recvbuff (on root)", rb, all));
+    return check_inplace(fn, sb, one, rb, all, rb ? rb + (size_t)me * one : NULL,
+                         "sendbuff == recvbuff + root*sendcount");
+  case LOOM_COLL_SCATTER:
+    LOOM_CHECK(check_rank(fn, "root", c->root, n));
+    LOOM_CHECK(check_null(fn, "recvbuff", rb, one));
+    if (me != c->root)
+      return loomSuccess;
+    LOOM_CHECK(check_null(fn, "sendbuff (on root)", sb, all));
+    return check_inplace(fn, rb, one, sb, all, sb ? sb + (size_t)me * one : NULL,
+                         "recvbuff == sendbuff + root*recvcount");
+  case LOOM_COLL_SENDRECV:
+    LOOM_CHECK(check_rank(fn, "peer", c->root, n));
+    return check_null(fn, c->is_send ? "sendbuff" : "recvbuff",
+                      c->is_send ? sb : (const void *)rb, one);
+  default:
+    return loom_error(loomInternalError, LOOM_LOG_COLL, "%s: unknown collective %d", fn,
+                      (int)c->coll);
+  }
+}

@@ -1,0 +1,96 @@
+/*
+ * redop.c — custom reduction ops: loomRedOpCreatePreMulSum gives an op
+ * value from loomNumOps up, valid on its communicator; reducing with it
+ * sums scalar * x, the scalar being each rank's own.  The premultiplied
+ * copy is made with the vectorised product kernel.
+ */
+#include "api/comm.h"
+#include "api/task.h"
+#include "core/error.h"
+#include "device/reduce.h"
+
+#include <string.h>
+
+#define BAD(...) loom_error(loomInvalidArgument, LOOM_LOG_COLL, __VA_ARGS__)
+
+loomResult_t loom_redop_resolve(loomComm_t comm, loomRedOp_t op, loomDataType_t datatype,
+                                loomRedOp_t *base, const void **scalar, const char *fn) {
+  *scalar = NULL;
+  *base = op;
+  if ((int)op >= 0 && op < loomNumOps)
+    return loomSuccess;
+  unsigned idx = (unsigned)op - (unsigned)loomNumOps;
+  if ((int)op < 0 || idx >= LOOM_MAX_CUSTOM_OPS || !comm->custom_ops[idx].in_use)
+    return BAD("%s: invalid reduction op %d (use loomSum, loomProd, loomMax, loomMin, loomAvg "
+               "or an op from loomRedOpCreatePreMulSum on this communicator)",
+               fn, (int)op);
+  if (comm->custom_ops[idx].datatype != datatype)
+    return BAD("%s: op %d was made for %s but the call uses %s", fn, (int)op,
+               loom_datatype_name(comm->custom_ops[idx].datatype),
+               loom_datatype_name(datatype));
+  *base = loomSum;
+  *scalar = comm->custom_ops[idx].scalar;
+  return loomSuccess;
+}
+
+void loom_premul(void *dst, const void *src, size_t count, loomDataType_t dt,
+                 const void *scalar) {
+  enum { CHUNK = 512 };
+  size_t esize = loom_datatype_size(dt);
+  _Alignas(64) unsigned char fill[CHUNK * 8];
+  size_t chunk = count < CHUNK ? count : CHUNK;
+  for (size_t i = 0; i < chunk; i++)
+    memcpy(fill + i * esize, scalar, esize);
+  for (size_t i = 0; i < count; i += CHUNK) {
+    size_t m = count - i < CHUNK ? count - i : CHUNK;
+    loom_reduce((char *)dst + i * esize, (const char *)src + i * esize, fill, m, dt, loomProd);
+  }
+}
+
+loomResult_t loomRedOpCreatePreMulSum(loomRedOp_t *op, void *scalar, loomDataType_t datatype,
+                                      loomScalarResidence_t residence, loomComm_t comm) {
+  static const char fn[] = "loomRedOpCreatePreMulSum";
+  LOOM_CHECK(loom_comm_check_usable(comm, fn));
+  if (op == NULL || scalar == NULL)
+    return BAD("%s: %s is NULL", fn, op == NULL ? "op" : "scalar");
+  if ((int)datatype < 0 || datatype >= loomNumTypes)
+    return BAD("%s: invalid datatype %d", fn, (int)datatype);
+  if (residence != loomScalarHostImmediate)
+    return BAD("%s: residence %d is not supported (host streams read the scalar from host "
+               "memory: use loomScalarHostImmediate)",
+               fn, (int)residence);
+  pthread_mutex_lock(&comm->op_lock);
+  int idx = -1;
+  for (int i = 0; i < LOOM_MAX_CUSTOM_OPS && idx < 0; i++)
+    if (!comm->custom_ops[i].in_use)
+      idx = i;
+  if (idx >= 0) {
+    comm->custom_ops[idx].in_use = 1;
+    comm->custom_ops[idx].datatype = datatype;
+    memcpy(comm->custom_ops[idx].scalar, scalar, loom_datatype_size(datatype));
+  }
+  pthread_mutex_unlock(&comm->op_lock);
+  if (idx < 0)
+    return loom_error(loomInvalidUsage, LOOM_LOG_COLL,
+                      "%s: all %d custom ops of this communicator are in use "
+                      "(loomRedOpDestroy frees them)",
+                      fn, LOOM_MAX_CUSTOM_OPS);
+  *op = (loomRedOp_t)((int)loomNumOps + idx);
+  return loomSuccess;
+}
+
+loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm) {
+  static const char fn[] = "loomRedOpDestroy";
+  if (comm == NULL || comm->magic != LOOM_COMM_MAGIC)
+    return BAD("%s: comm is not a live communicator", fn);
+  unsigned idx = (unsigned)op - (unsigned)loomNumOps;
+  if ((int)op < (int)loomNumOps || idx >= LOOM_MAX_CUSTOM_OPS)
+    return BAD("%s: op %d is not a custom op", fn, (int)op);
+  pthread_mutex_lock(&comm->op_lock);
+  int was = comm->custom_ops[idx].in_use;
+  comm->custom_ops[idx].in_use = 0;
+  pthread_mutex_unlock(&comm->op_lock);
+  if (!was)
+    return BAD("%s: op %d is not in use on this communicator", fn, (int)op);
+  return loomSuccess;
+}

@@ -1,0 +1,83 @@
+/*
+ * direct.c — schedules where ranks exchange with every peer directly:
+ * all-to-all(v) as a pairwise exchange, gather and scatter through the
+ * root.  No step waits on another, so every message is posted at once.
+ */
+#include "sched/schedule.h"
+
+void loom_direct_alltoallv(int rank, int nranks, const size_t *sendcounts,
+                           const size_t *sdispls, const size_t *recvcounts,
+                           const size_t *rdispls, struct loom_schedule *s) {
+  int n = nranks;
+  loom_sched_reset(s);
+  s->copy.from_buf = LOOM_BUF_SEND;
+  s->copy.to_buf = LOOM_BUF_RECV;
+  s->copy.from_off = sdispls[rank];
+  s->copy.to_off = rdispls[rank];
+  s->copy.count = sendcounts[rank];
+  /* Step d pairs rank r with r+d (send) and r-d (receive): at every step
+   * each rank sends to one peer and receives from another, so no rank is
+   * flooded by all the others at once. */
+  for (int d = 1; d < n; d++) {
+    int to = (rank + d) % n, from = (rank - d + n) % n;
+    struct loom_step *p = loom_sched_add(s);
+    p->send_peer = to;
+    p->send_buf = LOOM_BUF_SEND;
+    p->send_off = sdispls[to];
+    p->send_count = sendcounts[to];
+    p->recv_peer = from;
+    p->recv_op = LOOM_RECV_COPY;
+    p->recv_buf = LOOM_BUF_RECV;
+    p->recv_off = rdispls[from];
+    p->recv_count = recvcounts[from];
+  }
+}
+
+void loom_direct_gather(int rank, int nranks, int root, size_t count, struct loom_schedule *s) {
+  loom_sched_reset(s);
+  if (rank != root) {
+    struct loom_step *p = loom_sched_add(s);
+    p->send_peer = root;
+    p->send_buf = LOOM_BUF_SEND;
+    p->send_count = count;
+    return;
+  }
+  s->copy.from_buf = LOOM_BUF_SEND;
+  s->copy.to_buf = LOOM_BUF_RECV;
+  s->copy.to_off = (size_t)root * count;
+  s->copy.count = count;
+  for (int d = 1; d < nranks; d++) {
+    int from = (root + d) % nranks;
+    struct loom_step *p = loom_sched_add(s);
+    p->recv_peer = from;
+    p->recv_op = LOOM_RECV_COPY;
+    p->recv_buf = LOOM_BUF_RECV;
+    p->recv_off = (size_t)from * count;
+    p->recv_count = count;
+  }
+}
+
+void loom_direct_scatter(int rank, int nranks, int root, size_t count,
+                         struct loom_schedule *s) {
+  loom_sched_reset(s);
+  if (rank != root) {
+    struct loom_step *p = loom_sched_add(s);
+    p->recv_peer = root;
+    p->recv_op = LOOM_RECV_COPY;
+    p->recv_buf = LOOM_BUF_RECV;
+    p->recv_count = count;
+    return;
+  }
+  s->copy.from_buf = LOOM_BUF_SEND;
+  s->copy.to_buf = LOOM_BUF_RECV;
+  s->copy.from_off = (size_t)root * count;
+  s->copy.count = count;
+  for (int d = 1; d < nranks; d++) {
+    int to = (root + d) % nranks;
+    struct loom_step *p = loom_sched_add(s);
+    p->send_peer = to;
+    p->send_buf = LOOM_BUF_SEND;
+    p->send_off = (size_t)to * count;
+    p->send_count = count;
+  }
+}

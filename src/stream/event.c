@@ -1,0 +1,172 @@
+/*
+ * event.c — events: points in a stream's queue that other threads and
+ * streams can wait for.
+ *
+ * loomEventRecord on a stream makes a new record and queues a marker task
+ * that completes it; the record replaces the event's previous one (which
+ * lives on for as long as something still waits for it).  Recording on no
+ * stream leaves the event with nothing pending.  One lock guards every
+ * event and record; each record has its own condition variable, so a
+ * completion wakes only the waiters of that record.
+ */
+#include "stream/stream.h"
+#include "stream/stream_internal.h"
+#include "core/error.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#define LOOM_EVENT_MAGIC 0x45564e54u /* "EVNT" */
+
+struct loom_event_record {
+  int done;
+  int refs; /* the event, the marker task, and each waiter */
+  pthread_cond_t cv;
+};
+
+struct loomEvent {
+  uint32_t magic; /* first, so that a bad handle is caught by a read */
+  struct loom_event_record *rec; /* the latest record; NULL: none pending */
+};
+
+static pthread_mutex_t event_lock = PTHREAD_MUTEX_INITIALIZER;
+
+loomResult_t loom_event_check(loomEvent_t event, const char *fn) {
+  if (event == NULL)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "%s: event is NULL", fn);
+  if (event->magic != LOOM_EVENT_MAGIC)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
+                      "%s: %p is not an event (destroyed, or not from loomEventCreate)",
+                      fn, (void *)event);
+  return loomSuccess;
+}
+
+struct loom_event_record *loom_event_record_get(loomEvent_t event) {
+  pthread_mutex_lock(&event_lock);
+  struct loom_event_record *rec = event->rec;
+  if (rec != NULL && !rec->done)
+    rec->refs++;
+  else
+    rec = NULL;
+  pthread_mutex_unlock(&event_lock);
+  return rec;
+}
+
+void loom_event_record_wait(struct loom_event_record *rec) {
+  pthread_mutex_lock(&event_lock);
+  while (!rec->done)
+    pthread_cond_wait(&rec->cv, &event_lock);
+  pthread_mutex_unlock(&event_lock);
+}
+
+void loom_event_record_put(struct loom_event_record *rec) {
+  if (rec == NULL)
+    return;
+  pthread_mutex_lock(&event_lock);
+  int last = --rec->refs == 0;
+  pthread_mutex_unlock(&event_lock);
+  if (last) {
+    pthread_cond_destroy(&rec->cv);
+    free(rec);
+  }
+}
+
+/* Makes `rec` (or nothing pending, when NULL) the event's latest record,
+ * taking over the caller's reference. */
+static void replace_record(loomEvent_t event, struct loom_event_record *rec) {
+  pthread_mutex_lock(&event_lock);
+  struct loom_event_record *old = event->rec;
+  event->rec = rec;
+  pthread_mutex_unlock(&event_lock);
+  loom_event_record_put(old);
+}
+
+/* ---- the marker task ------------------------------------------------------------ */
+
+struct marker_task {
+  struct loom_task base;
+  struct loom_event_record *rec;
+};
+
+static loomResult_t marker_run(struct loom_task *t) {
+  struct loom_event_record *rec = ((struct marker_task *)t)->rec;
+  pthread_mutex_lock(&event_lock);
+  rec->done = 1;
+  pthread_cond_broadcast(&rec->cv);
+  pthread_mutex_unlock(&event_lock);
+  return loomSuccess;
+}
+
+static void marker_release(struct loom_task *t) {
+  struct marker_task *m = (struct marker_task *)t;
+  loom_event_record_put(m->rec);
+  free(m);
+}
+
+/* ---- the API ----------------------------------------------------------------------- */
+
+loomResult_t loomEventCreate(loomEvent_t *event) {
+  if (event == NULL)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomEventCreate: event is NULL");
+  loomEvent_t e = calloc(1, sizeof *e);
+  if (e == NULL)
+    return loom_error(loomSystemError, LOOM_LOG_INIT, "loomEventCreate: out of memory");
+  e->magic = LOOM_EVENT_MAGIC;
+  *event = e;
+  return loomSuccess;
+}
+
+loomResult_t loomEventRecord(loomEvent_t event, loomStream_t stream) {
+  LOOM_CHECK(loom_event_check(event, "loomEventRecord"));
+  if (stream == NULL) {
+    replace_record(event, NULL); /* complete at once */
+    return loomSuccess;
+  }
+  LOOM_CHECK(loom_stream_check(stream, "loomEventRecord"));
+  struct loom_event_record *rec = calloc(1, sizeof *rec);
+  struct marker_task *m = calloc(1, sizeof *m);
+  if (rec == NULL || m == NULL) {
+    free(rec);
+    free(m);
+    return loom_error(loomSystemError, LOOM_LOG_INIT, "loomEventRecord: out of memory");
+  }
+  pthread_cond_init(&rec->cv, NULL);
+  rec->refs = 2; /* the event's and the marker's */
+  m->base.run = marker_run;
+  m->base.release = marker_release;
+  m->rec = rec;
+  loomResult_t res = loom_stream_submit(stream, &m->base);
+  if (res != loomSuccess) {
+    loom_event_record_put(rec); /* the marker's went with its release */
+    return res;
+  }
+  replace_record(event, rec);
+  return loomSuccess;
+}
+
+loomResult_t loomEventSynchronize(loomEvent_t event) {
+  LOOM_CHECK(loom_event_check(event, "loomEventSynchronize"));
+  struct loom_event_record *rec = loom_event_record_get(event);
+  if (rec != NULL) {
+    loom_event_record_wait(rec);
+    loom_event_record_put(rec);
+  }
+  return loomSuccess;
+}
+
+loomResult_t loomEventQuery(loomEvent_t event) {
+  LOOM_CHECK(loom_event_check(event, "loomEventQuery"));
+  struct loom_event_record *rec = loom_event_record_get(event);
+  int pending = rec != NULL;
+  loom_event_record_put(rec);
+  return pending ? loomInProgress : loomSuccess;
+}
+
+loomResult_t loomEventDestroy(loomEvent_t event) {
+  LOOM_CHECK(loom_event_check(event, "loomEventDestroy"));
+  event->magic = 0;
+  replace_record(event, NULL); /* a pending marker keeps its own reference */
+  free(event);
+  return loomSuccess;
+}

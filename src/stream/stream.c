@@ -1,0 +1,239 @@
+/*
+ * stream.c — host streams: one worker thread per stream runs the queued
+ * tasks in issue order, sleeping on a condition variable when idle.
+ *
+ * Progress is counted, not flagged: `submitted` and `completed` only grow,
+ * so loomStreamSynchronize waits for the count at the time of its call and
+ * is not held up by work that other threads queue afterwards.  A task
+ * failing on the worker leaves its code and message as the stream's
+ * pending error (the first one only), which the next synchronisation
+ * hands to its caller.
+ */
+#include "stream/stream.h"
+#include "stream/stream_internal.h"
+#include "core/error.h"
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LOOM_STREAM_MAGIC 0x5354524du /* "STRM" */
+#define LOOM_STREAM_ERROR_BYTES 1024
+
+struct loomStream {
+  uint32_t magic; /* first, so that a bad handle is caught by a read */
+  pthread_mutex_t lock;
+  pthread_cond_t work_cv; /* the worker: a task was queued, or stop */
+  pthread_cond_t done_cv; /* synchronisers: `completed` grew */
+  struct loom_task *head, *tail;
+  uint64_t submitted, completed; /* tasks queued / run so far */
+  int stopping;                  /* loomStreamDestroy has begun */
+  pthread_t worker;
+  /* The first failure since the last synchronisation, and the number of
+   * the task that failed (1-based, comparable with `completed`). */
+  loomResult_t error;
+  uint64_t error_seq;
+  char error_text[LOOM_STREAM_ERROR_BYTES];
+};
+
+loomResult_t loom_stream_check(loomStream_t stream, const char *fn) {
+  if (stream == NULL)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "%s: stream is NULL", fn);
+  if (stream->magic != LOOM_STREAM_MAGIC)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
+                      "%s: %p is not a stream (destroyed, or not from loomStreamCreate)",
+                      fn, (void *)stream);
+  return loomSuccess;
+}
+
+/* Fails when called from the stream's own worker (a task waiting for its
+ * own stream would wait for itself). */
+static loomResult_t not_on_worker(loomStream_t s, const char *fn) {
+  if (pthread_equal(pthread_self(), s->worker))
+    return loom_error(loomInvalidUsage, LOOM_LOG_INIT,
+                      "%s: called from a task running on that stream", fn);
+  return loomSuccess;
+}
+
+static void *worker_main(void *arg) {
+  loomStream_t s = arg;
+  char text[LOOM_STREAM_ERROR_BYTES];
+  pthread_mutex_lock(&s->lock);
+  for (;;) {
+    while (s->head == NULL && !s->stopping)
+      pthread_cond_wait(&s->work_cv, &s->lock);
+    struct loom_task *t = s->head;
+    if (t == NULL)
+      break; /* stopping, and nothing left */
+    s->head = t->next;
+    if (s->head == NULL)
+      s->tail = NULL;
+    pthread_mutex_unlock(&s->lock);
+
+    loom_clear_last_error();
+    loomResult_t res = t->run(t);
+    if (res != loomSuccess) {
+      const char *msg = loom_last_error();
+      if (*msg == '\0')
+        snprintf(text, sizeof text, "a task on stream %p failed: %s", (void *)s,
+                 loomGetErrorString(res));
+      else
+        snprintf(text, sizeof text, "%s", msg);
+    }
+    t->release(t);
+
+    pthread_mutex_lock(&s->lock);
+    s->completed++;
+    if (res != loomSuccess && s->error == loomSuccess) {
+      s->error = res;
+      s->error_seq = s->completed;
+      memcpy(s->error_text, text, sizeof text);
+    }
+    pthread_cond_broadcast(&s->done_cv);
+  }
+  pthread_mutex_unlock(&s->lock);
+  return NULL;
+}
+
+loomResult_t loomStreamCreate(loomStream_t *stream) {
+  if (stream == NULL)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomStreamCreate: stream is NULL");
+  loomStream_t s = calloc(1, sizeof *s);
+  if (s == NULL)
+    return loom_error(loomSystemError, LOOM_LOG_INIT, "loomStreamCreate: out of memory");
+  pthread_mutex_init(&s->lock, NULL);
+  pthread_cond_init(&s->work_cv, NULL);
+  pthread_cond_init(&s->done_cv, NULL);
+  s->magic = LOOM_STREAM_MAGIC;
+  int err = pthread_create(&s->worker, NULL, worker_main, s);
+  if (err != 0) {
+    s->magic = 0;
+    pthread_cond_destroy(&s->done_cv);
+    pthread_cond_destroy(&s->work_cv);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    return loom_error(loomSystemError, LOOM_LOG_INIT,
+                      "loomStreamCreate: cannot start the stream's thread: %s",
+                      strerror(err));
+  }
+  pthread_setname_np(s->worker, "loom-stream");
+  *stream = s;
+  return loomSuccess;
+}
+
+loomResult_t loom_stream_submit(loomStream_t stream, struct loom_task *t) {
+  if (t == NULL)
+    return loom_error(loomInternalError, LOOM_LOG_INIT, "loom_stream_submit: task is NULL");
+  loomResult_t res = loom_stream_check(stream, "loom_stream_submit");
+  if (res != loomSuccess) {
+    t->release(t);
+    return res;
+  }
+  pthread_mutex_lock(&stream->lock);
+  if (stream->stopping) {
+    pthread_mutex_unlock(&stream->lock);
+    t->release(t);
+    return loom_error(loomInvalidUsage, LOOM_LOG_INIT,
+                      "work queued on stream %p while it is being destroyed",
+                      (void *)stream);
+  }
+  t->next = NULL;
+  if (stream->tail != NULL)
+    stream->tail->next = t;
+  else
+    stream->head = t;
+  stream->tail = t;
+  stream->submitted++;
+  pthread_cond_signal(&stream->work_cv);
+  pthread_mutex_unlock(&stream->lock);
+  return loomSuccess;
+}
+
+loomResult_t loomStreamDestroy(loomStream_t stream) {
+  LOOM_CHECK(loom_stream_check(stream, "loomStreamDestroy"));
+  LOOM_CHECK(not_on_worker(stream, "loomStreamDestroy"));
+  pthread_mutex_lock(&stream->lock);
+  stream->stopping = 1;
+  pthread_cond_signal(&stream->work_cv);
+  pthread_mutex_unlock(&stream->lock);
+  pthread_join(stream->worker, NULL); /* it drains the queue first */
+  if (stream->error != loomSuccess)
+    LOOM_INFO(LOOM_LOG_INIT, "stream %p destroyed with an unsynchronised error: %s",
+              (void *)stream, stream->error_text);
+  stream->magic = 0;
+  pthread_cond_destroy(&stream->done_cv);
+  pthread_cond_destroy(&stream->work_cv);
+  pthread_mutex_destroy(&stream->lock);
+  free(stream);
+  return loomSuccess;
+}
+
+loomResult_t loomStreamSynchronize(loomStream_t stream) {
+  LOOM_CHECK(loom_stream_check(stream, "loomStreamSynchronize"));
+  LOOM_CHECK(not_on_worker(stream, "loomStreamSynchronize"));
+  char text[LOOM_STREAM_ERROR_BYTES];
+  pthread_mutex_lock(&stream->lock);
+  uint64_t target = stream->submitted;
+  while (stream->completed < target)
+    pthread_cond_wait(&stream->done_cv, &stream->lock);
+  /* An error of work queued after our call is left for the next one. */
+  loomResult_t res = loomSuccess;
+  if (stream->error != loomSuccess && stream->error_seq <= target) {
+    res = stream->error;
+    memcpy(text, stream->error_text, sizeof text);
+    stream->error = loomSuccess;
+    stream->error_seq = 0;
+    stream->error_text[0] = '\0';
+  }
+  pthread_mutex_unlock(&stream->lock);
+  if (res != loomSuccess)
+    loom_set_last_error(text); /* logged already, by the failing task */
+  return res;
+}
+
+loomResult_t loomStreamQuery(loomStream_t stream) {
+  LOOM_CHECK(loom_stream_check(stream, "loomStreamQuery"));
+  pthread_mutex_lock(&stream->lock);
+  int idle = stream->completed == stream->submitted;
+  pthread_mutex_unlock(&stream->lock);
+  return idle ? loomSuccess : loomInProgress;
+}
+
+/* ---- loomStreamWaitEvent ------------------------------------------------------ */
+
+/* Blocks the worker until one event record completes. */
+struct wait_task {
+  struct loom_task base;
+  struct loom_event_record *rec;
+};
+
+static loomResult_t wait_task_run(struct loom_task *t) {
+  struct wait_task *w = (struct wait_task *)t;
+  loom_event_record_wait(w->rec);
+  return loomSuccess;
+}
+
+static void wait_task_release(struct loom_task *t) {
+  struct wait_task *w = (struct wait_task *)t;
+  loom_event_record_put(w->rec);
+  free(w);
+}
+
+loomResult_t loomStreamWaitEvent(loomStream_t stream, loomEvent_t event) {
+  LOOM_CHECK(loom_stream_check(stream, "loomStreamWaitEvent"));
+  LOOM_CHECK(loom_event_check(event, "loomStreamWaitEvent"));
+  struct loom_event_record *rec = loom_event_record_get(event);
+  if (rec == NULL)
+    return loomSuccess; /* nothing pending: no need to wait */
+  struct wait_task *w = calloc(1, sizeof *w);
+  if (w == NULL) {
+    loom_event_record_put(rec);
+    return loom_error(loomSystemError, LOOM_LOG_INIT, "loomStreamWaitEvent: out of memory");
+  }
+  w->base.run = wait_task_run;
+  w->base.release = wait_task_release;
+  w->rec = rec;
+  return loom_stream_submit(stream, &w->base);
+}

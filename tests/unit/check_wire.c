@@ -377,8 +377,10 @@ START_TEST(notice_roundtrip_and_rejects) {
     }
   }
   static const struct loom_notice bad[] = {
-      {1, 2, 0},  {1, 2, LOOM_NOTICE_MISMATCH + 1}, {1, 2, -1},
-      {-1, 2, 1}, {1, -1, 1},                       {1, 2, 0x7fffffff}};
+#define NOFP {0, 0}, { 0, 0 }
+      {1, 2, 0, NOFP},  {1, 2, LOOM_NOTICE_MISMATCH + 1, NOFP}, {1, 2, -1, NOFP},
+      {-1, 2, 1, NOFP}, {1, -1, 1, NOFP},                       {1, 2, 0x7fffffff, NOFP}};
+#undef NOFP
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     struct loom_notice m;
     loom_notice_encode(&bad[i], raw);

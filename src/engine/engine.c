@@ -28,6 +28,8 @@
 /* After a timeout, how long to listen for upstream notices naming the rank
  * that is really stuck. */
 #define ENGINE_BLAME_GRACE_MS 1000
+/* After a mismatch, how long to listen for a lower pair of ranks. */
+#define ENGINE_MISMATCH_GRACE_MS 300
 
 loomResult_t loom_engine_init(struct loom_engine *e) {
   e->temp = NULL;
@@ -374,6 +376,9 @@ static const struct loom_xfer *mismatched_recv(const struct run *r, int peer) {
  * aftermath). */
 static int better_diagnosis(const struct loom_notice *nt, const struct loom_notice *in,
                             int me, int heard_before) {
+  if (nt->kind == LOOM_NOTICE_MISMATCH && in->kind == LOOM_NOTICE_MISMATCH)
+    return in->reporter < nt->reporter ||
+           (in->reporter == nt->reporter && in->suspect < nt->suspect);
   int nt_guess = nt->reporter == me && nt->kind != LOOM_NOTICE_MISMATCH;
   if (in->suspect == me || (in->suspect == nt->suspect && in->kind == nt->kind))
     return 0;
@@ -387,6 +392,21 @@ static int better_diagnosis(const struct loom_notice *nt, const struct loom_noti
   default: /* abort */
     return !heard_before && (nt_guess || nt->kind == LOOM_NOTICE_TIMEOUT);
   }
+}
+
+/* A mismatch is seen by both ranks of a pair, and by several pairs when
+ * several ranks differ.  Every rank reports the lowest pair it hears of,
+ * lower rank first as the reference ("rank S called X but rank R called
+ * Y", R < S), so all ranks name the same first mismatching rank. */
+static void orient_mismatch(struct loom_notice *nt) {
+  if (nt->kind != LOOM_NOTICE_MISMATCH || nt->suspect > nt->reporter)
+    return;
+  int32_t r = nt->reporter;
+  nt->reporter = nt->suspect;
+  nt->suspect = r;
+  uint64_t fp[2] = {nt->reporter_fp[0], nt->reporter_fp[1]};
+  memcpy(nt->reporter_fp, nt->suspect_fp, sizeof fp);
+  memcpy(nt->suspect_fp, fp, sizeof fp);
 }
 
 /* Timeouts are diagnosed from wait-for edges: every rank that times out
@@ -452,7 +472,11 @@ static loomResult_t fail_run(struct run *r, struct loom_notice nt, const char *d
   /* A closed connection may be explained by upstream: wait briefly before
    * telling others; a timeout collects edges for a while. */
   int certain = !own || nt.kind == LOOM_NOTICE_MISMATCH;
-  int grace_ms = timeout_mode ? ENGINE_BLAME_GRACE_MS : certain ? 0 : 200;
+  orient_mismatch(&nt);
+  int grace_ms = timeout_mode                        ? ENGINE_BLAME_GRACE_MS
+                 : nt.kind == LOOM_NOTICE_MISMATCH ? ENGINE_MISMATCH_GRACE_MS
+                 : certain                           ? 0
+                                                     : 200;
   int sent = timeout_mode;
   if (certain && !timeout_mode) {
     loom_bootstrap_send_notice(e->bs, &nt);
@@ -463,14 +487,23 @@ static loomResult_t fail_run(struct run *r, struct loom_notice nt, const char *d
   struct loom_notice in;
   while (grace_ms > 0 && loom_ms_left(grace_end) > 0 &&
          loom_bootstrap_read_notice(e->bs, loom_ms_left(grace_end), &in) > 0) {
-    int prev_gone = in.reporter == e->rank; /* its socket closed: nothing more comes */
+    /* its socket closed (or our own notice came round): nothing more comes */
+    int prev_gone = in.kind == LOOM_NOTICE_DIED && in.reporter == e->rank;
     if (in.kind == LOOM_NOTICE_TIMEOUT && !prev_gone) {
       if (timeout_mode)
         learn_edge(e, &g, &in);
-    } else if (better_diagnosis(&nt, &in, e->rank, heard)) {
-      nt = in;
-      timeout_mode = 0;
-      sent = 0;
+    } else {
+      orient_mismatch(&in);
+      if (better_diagnosis(&nt, &in, e->rank, heard)) {
+        int was_mismatch = nt.kind == LOOM_NOTICE_MISMATCH;
+        nt = in;
+        timeout_mode = 0;
+        sent = 0;
+        if (was_mismatch) { /* pass the lower pair on while still listening */
+          loom_bootstrap_send_notice(e->bs, &nt);
+          sent = 1;
+        }
+      }
     }
     heard = 1;
     if (prev_gone)

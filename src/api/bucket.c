@@ -14,6 +14,7 @@
 #include "device/reduce.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* A call's bytes in the bucket's receive buffer. */
@@ -28,14 +29,60 @@ static size_t send_bytes(const struct loom_call *c) {
   return c->count * loom_datatype_size(c->datatype);
 }
 
-static int overlap(const void *a, size_t alen, const void *b, size_t blen) {
-  uintptr_t x = (uintptr_t)a, y = (uintptr_t)b;
-  return alen > 0 && blen > 0 && x < y + blen && y < x + alen;
-}
-
 static int fusable(const struct loom_call *first, const struct loom_call *c) {
   return c->coll == first->coll && c->comm == first->comm && c->stream == first->stream &&
          c->datatype == first->datatype && c->op == first->op && c->count > 0;
+}
+
+/* A buffer range of a call, for the dependency sweep. */
+struct range {
+  uintptr_t lo, hi;
+  int call, is_send;
+};
+
+static int by_start(const void *a, const void *b) {
+  const struct range *x = a, *y = b;
+  return x->lo < y->lo ? -1 : x->lo > y->lo;
+}
+
+/* The first call (index >= 1) whose input overlaps an earlier call's
+ * output, or n when none does.  Fused, every input is read before any
+ * output is written, so such a call must start a new bucket.  A sweep over
+ * the ranges sorted by address: O(n log n) when buffers are disjoint, as
+ * they are in practice. */
+static int first_dependency(const struct loom_call *calls, int n) {
+  struct range *r = malloc(sizeof *r * 2 * (size_t)n);
+  int *active = malloc(sizeof(int) * 2 * (size_t)n);
+  if (r == NULL || active == NULL) {
+    free(r);
+    free(active);
+    return 1; /* no memory to prove independence: do not fuse */
+  }
+  int m = 0, nactive = 0, dep = n;
+  for (int i = 0; i < n; i++) {
+    r[m++] = (struct range){(uintptr_t)calls[i].sendbuff,
+                            (uintptr_t)calls[i].sendbuff + send_bytes(&calls[i]), i, 1};
+    r[m++] = (struct range){(uintptr_t)calls[i].recvbuff,
+                            (uintptr_t)calls[i].recvbuff + recv_bytes(&calls[i]), i, 0};
+  }
+  qsort(r, (size_t)m, sizeof *r, by_start);
+  for (int k = 0; k < m; k++) {
+    int keep = 0;
+    for (int a = 0; a < nactive; a++) {
+      const struct range *x = &r[active[a]];
+      if (x->hi <= r[k].lo)
+        continue; /* ended before this one starts */
+      active[keep++] = active[a];
+      const struct range *snd = x->is_send ? x : &r[k], *rcv = x->is_send ? &r[k] : x;
+      if (snd->is_send && !rcv->is_send && rcv->call < snd->call && snd->call < dep)
+        dep = snd->call;
+    }
+    nactive = keep;
+    active[nactive++] = k;
+  }
+  free(r);
+  free(active);
+  return dep;
 }
 
 int loom_bucket_span(const struct loom_call *calls, int ncalls, size_t bucket_bytes) {
@@ -46,21 +93,26 @@ int loom_bucket_span(const struct loom_call *calls, int ncalls, size_t bucket_by
     return 1; /* PreMulSum ops are per call */
   size_t total = 0;
   int n = 0;
-  while (n < ncalls && fusable(first, &calls[n])) {
-    const struct loom_call *c = &calls[n];
-    if (total + bucket_bytes_of(c) > bucket_bytes)
-      break;
-    /* Fused, every input is read before any output is written: a call
-     * reading an earlier call's output must run on its own. */
-    int depends = 0;
-    for (int j = 0; j < n && !depends; j++)
-      depends = overlap(c->sendbuff, send_bytes(c), calls[j].recvbuff, recv_bytes(&calls[j]));
-    if (depends)
-      break;
-    total += bucket_bytes_of(c);
-    n++;
-  }
+  while (n < ncalls && fusable(first, &calls[n]) &&
+         total + bucket_bytes_of(&calls[n]) <= bucket_bytes)
+    total += bucket_bytes_of(&calls[n++]);
+  if (n > 1)
+    n = first_dependency(calls, n);
   return n > 1 ? n : 1;
+}
+
+/* Whether the calls' inputs, and their outputs, follow each other in
+ * memory (tensors that are views of one flat buffer, as gradient buckets
+ * often are): then one call over the whole range needs no copies. */
+static int contiguous(const struct loom_call *calls, int n) {
+  const char *s = calls[0].sendbuff, *r = calls[0].recvbuff;
+  for (int i = 0; i < n; i++) {
+    if ((const char *)calls[i].sendbuff != s || (const char *)calls[i].recvbuff != r)
+      return 0;
+    s += send_bytes(&calls[i]);
+    r += send_bytes(&calls[i]);
+  }
+  return 1;
 }
 
 loomResult_t loom_bucket_run(loomComm_t comm, const struct loom_call *calls, int n) {
@@ -75,6 +127,11 @@ loomResult_t loom_bucket_run(loomComm_t comm, const struct loom_call *calls, int
     LOOM_CHECK(loom_comm_grow(&comm->bucket_recv, &comm->bucket_recv_bytes,
                               total * esize * (size_t)nranks));
   char *in = comm->bucket_send, *out = gather ? comm->bucket_recv : comm->bucket_send;
+  if (!gather && contiguous(calls, n)) { /* views of one flat buffer: no copies */
+    struct loom_call whole = *first;
+    whole.count = total;
+    return loom_execute_one(comm, &whole);
+  }
   size_t off = 0;
   for (int i = 0; i < n; i++) {
     memcpy(in + off, calls[i].sendbuff, send_bytes(&calls[i]));

@@ -1,11 +1,72 @@
 #!/bin/bash
-# loom-perf verifies every size (#wrong = 0) for both collectives.
+# loom-perf verifies every element of every size (#wrong = 0): all-reduce and
+# all-gather over a wide range, every collective on 3 ranks at a few small
+# sizes (out of place and in place), and the -G bucket-fusion mode.
 . "$(dirname "$0")/lib.sh"
 : "${LOOMPERF:?}"
+
+# expect_rows N IP_WRONG WHAT — $out must hold exactly N table rows, each
+# with #wrong 0 out of place and IP_WRONG ("0" or "N/A") in place.
+# A row (loomrun prefixes "[0] "): size count type redop | time algbw busbw
+# #wrong | time algbw busbw #wrong.
+expect_rows() {
+  got=$(printf '%s\n' "$out" | awk -v ip="$2" '
+    $1 == "[0]" && $2 ~ /^[0-9]+$/ { rows++; if (NF == 13 && $9 == "0" && $13 == ip) good++ }
+    END { printf "%d %d", rows, good }')
+  if [ "$got" = "$1 $1" ]; then pass "$3"; else
+    fail "$3 (expected $1 rows with #wrong 0 / $2; rows, good rows: $got; rc=$rc)"
+    printf '%s\n' "$out" | tail -n 30
+  fi
+}
+
 run_ranks 4 300 "$LOOMPERF" -b 8 -e 64M -f 4 -n 2 -w 1
 expect_count "Out of bounds values : 0 OK" 1 "loom-perf all-reduce 8 B .. 64 MB on 4 ranks, #wrong = 0"
 run_ranks 3 300 "$LOOMPERF" -C allgather -b 8 -e 16M -f 8 -n 2 -w 1 -d bfloat16
 expect_count "Out of bounds values : 0 OK" 1 "loom-perf all-gather bfloat16 on 3 ranks, #wrong = 0"
 run_ranks 2 120 "$LOOMPERF" -b 1K -e 1M -f 32 -n 2 -w 1 -d int64 -o max
 expect_count "Out of bounds values : 0 OK" 1 "loom-perf int64 max on 2 ranks"
+
+# Every collective once on 3 ranks: sizes 100, 4000 and 160000 bytes (not
+# multiples of 3: the per-rank counts round down as in nccl-tests), a
+# different type (and op, root) each.
+small="-b 100 -e 160000 -f 40 -n 2 -w 1 -c 1"
+while read -r coll ip args; do
+  # shellcheck disable=SC2086 # $small and $args are option lists
+  run_ranks 3 60 "$LOOMPERF" -C "$coll" $small $args
+  expect_count "Out of bounds values : 0 OK" 1 "loom-perf -C $coll${args:+ $args} on 3 ranks, #wrong = 0"
+  rows=3
+  [ "$coll" = barrier ] && rows=1
+  expect_rows "$rows" "$ip" "loom-perf -C $coll: $rows row(s) checked, in place $ip"
+done <<'EOF'
+allreduce 0 -d half -o min
+allgather 0 -d int8
+reducescatter 0 -d bfloat16 -o avg
+broadcast 0 -d uint8 -r 1
+reduce 0 -d int32 -o prod -r 2
+alltoall N/A -d double
+gather 0 -d half -r 2
+scatter 0 -d int64 -r 1
+sendrecv N/A -d float
+barrier N/A
+EOF
+
+# -G: T all-reduces grouped vs separate vs one call, all three checked.
+# A row: size count type redop | 3 x (time algbw busbw) | #wrong.
+expect_group_rows() {
+  got=$(printf '%s\n' "$out" | awk '
+    $1 == "[0]" && $2 ~ /^[0-9]+$/ { rows++; if (NF == 15 && $15 == "0") good++ }
+    END { printf "%d %d", rows, good }')
+  if [ "$got" = "$1 $1" ]; then pass "$2"; else
+    fail "$2 (expected $1 rows with #wrong 0; rows, good rows: $got; rc=$rc)"
+    printf '%s\n' "$out" | tail -n 30
+  fi
+}
+run_ranks 2 60 "$LOOMPERF" -G 1000 -b 4M -e 4M -n 2 -w 1 -c 1
+expect_count "Out of bounds values : 0 OK" 1 "loom-perf -G 1000 at 4 MB on 2 ranks, #wrong = 0"
+expect_group_rows 1 "loom-perf -G 1000: one row, grouped/separate/single all checked"
+export LOOM_BUCKET_BYTES=64K # several buckets per group
+run_ranks 2 60 "$LOOMPERF" -G 100 -b 4000 -e 400000 -f 100 -n 2 -w 1 -d bfloat16 -o avg
+unset LOOM_BUCKET_BYTES
+expect_count "Out of bounds values : 0 OK" 1 "loom-perf -G 100 in 64 KB buckets, bfloat16 avg, #wrong = 0"
+expect_group_rows 2 "loom-perf -G 100: two rows checked"
 finish

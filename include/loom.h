@@ -281,8 +281,10 @@ loomResult_t loomScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
 
 /* Point to point.  A loomSend to `peer` matches peer's loomRecv from this
  * rank with the same count and type; several between one pair match in
- * issue order.  Outside a group each call blocks until its peer takes
- * part; inside loomGroupStart/End any mix of sends and receives, in any
+ * issue order (sizes are compared in bytes).  Outside a group a send
+ * returns once its data is handed to the transport (small messages before
+ * the peer receives, large ones only as the peer receives: as MPI_Send,
+ * two ranks sending large messages to each other first deadlock); inside loomGroupStart/End any mix of sends and receives, in any
  * order, completes without deadlock. */
 loomResult_t loomSend(const void *sendbuff, size_t count, loomDataType_t datatype, int peer,
                       loomComm_t comm, loomStream_t stream);
@@ -305,7 +307,10 @@ loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm);
  * recorded and issued together at the outermost loomGroupEnd: sends and
  * receives never deadlock whatever their order; small all-reduces and
  * all-gathers of one communicator, type and op are fused into buckets of up
- * to LOOM_BUCKET_BYTES; calls on several communicators progress together
+ * to LOOM_BUCKET_BYTES (every rank must then make the same calls with the
+ * same buffer aliasing and LOOM_BUCKET_BYTES, or the fused calls differ and
+ * fail with loomInvalidUsage); calls on several communicators progress
+ * together, also when they share a stream
  * (so one thread can drive every rank of loomCommInitAll).  Errors of the
  * recorded calls are returned by loomGroupEnd. */
 loomResult_t loomGroupStart(void);

@@ -64,6 +64,9 @@ loomResult_t loom_comm_check_usable(loomComm_t comm, const char *fn);
 /* Marks the communicator broken by `res`, keeping this thread's last error
  * text for other threads and later calls. */
 void loom_comm_set_broken(loomComm_t comm, loomResult_t res);
+/* Checks a loomConfig_t (NULL: defaults) and reads its settings. */
+loomResult_t loom_read_config(const loomConfig_t *config, int *blocking, int *timeout_ms,
+                              const char **name);
 /* Grows *buf to at least `bytes` (64-byte aligned); loomSystemError on
  * failure. */
 loomResult_t loom_comm_grow(void **buf, size_t *cap, size_t bytes);

@@ -74,6 +74,87 @@ static void *batch_thread(void *arg) {
   return NULL;
 }
 
+/* Several communicators' batches sharing one stream: one task that runs
+ * them in parallel threads, as a group without a stream would. */
+struct shared_stream_task {
+  struct loom_task task;
+  struct batch *bs;
+  int nb;
+};
+
+static loomResult_t run_parallel(struct batch *bs, int nb) {
+  for (int b = 1; b < nb; b++)
+    bs[b].threaded = pthread_create(&bs[b].thread, NULL, batch_thread, &bs[b]) == 0;
+  batch_thread(&bs[0]);
+  loomResult_t res = loomSuccess;
+  for (int b = 0; b < nb; b++) {
+    if (b > 0 && bs[b].threaded)
+      pthread_join(bs[b].thread, NULL);
+    else if (b > 0)
+      batch_thread(&bs[b]);
+    if (bs[b].res != loomSuccess && res == loomSuccess) {
+      res = bs[b].res;
+      loom_set_last_error(bs[b].error);
+    }
+  }
+  return res;
+}
+
+static loomResult_t shared_run(struct loom_task *t) {
+  struct shared_stream_task *g = (struct shared_stream_task *)t;
+  return run_parallel(g->bs, g->nb);
+}
+
+static void shared_release(struct loom_task *t) {
+  struct shared_stream_task *g = (struct shared_stream_task *)t;
+  for (int b = 0; b < g->nb; b++) {
+    for (int i = 0; i < g->bs[b].ncalls; i++)
+      loom_call_free(&g->bs[b].calls[i]);
+    free(g->bs[b].calls);
+    loom_comm_task_end(g->bs[b].comm);
+  }
+  free(g->bs);
+  free(g);
+}
+
+/* Queues the batches of bs[] that use `stream` (marking them taken).  */
+static loomResult_t queue_stream(struct batch *bs, int nb, loomStream_t stream) {
+  int n = 0;
+  for (int b = 0; b < nb; b++)
+    n += bs[b].stream == stream && bs[b].calls != NULL;
+  if (n == 1)
+    for (int b = 0; b < nb; b++)
+      if (bs[b].stream == stream && bs[b].calls != NULL) {
+        loomResult_t res = loom_execute_async(bs[b].comm, stream, bs[b].calls, bs[b].ncalls);
+        bs[b].calls = NULL; /* owned by the stream task now */
+        return res;
+      }
+  struct shared_stream_task *g = calloc(1, sizeof *g);
+  struct batch *mine = g ? calloc((size_t)n, sizeof *mine) : NULL;
+  for (int b = 0; b < nb; b++) {
+    if (bs[b].stream != stream || bs[b].calls == NULL)
+      continue;
+    if (mine != NULL) {
+      mine[g->nb] = bs[b];
+      mine[g->nb++].threaded = 0;
+      loom_comm_task_begin(bs[b].comm);
+    } else {
+      for (int i = 0; i < bs[b].ncalls; i++)
+        loom_call_free(&bs[b].calls[i]);
+      free(bs[b].calls);
+    }
+    bs[b].calls = NULL;
+  }
+  if (mine == NULL) {
+    free(g);
+    return loom_error(loomSystemError, LOOM_LOG_COLL, "loomGroupEnd: out of memory");
+  }
+  g->bs = mine;
+  g->task.run = shared_run;
+  g->task.release = shared_release;
+  return loom_stream_submit(stream, &g->task);
+}
+
 /* Splits the recorded calls by communicator, keeping issue order. */
 static loomResult_t split_batches(struct loom_call *calls, int n, struct batch **out,
                                   int *nbatches) {
@@ -143,37 +224,33 @@ loomResult_t loomGroupEnd(void) {
     return res;
   }
   free(calls);
-  /* Queue the stream batches; start a thread per extra host batch. */
-  struct batch *here = NULL;
-  for (int b = 0; b < nb; b++) {
-    struct batch *x = &bs[b];
-    if (x->stream != NULL) {
-      x->res = loom_execute_async(x->comm, x->stream, x->calls, x->ncalls);
-      x->calls = NULL; /* owned by the stream task now */
-      if (x->res != loomSuccess)
-        strncpy(x->error, loom_last_error(), sizeof x->error - 1);
-    } else if (here == NULL) {
-      here = x;
-    } else if (pthread_create(&x->thread, NULL, batch_thread, x) == 0) {
-      x->threaded = 1;
-    } else {
-      batch_thread(x); /* no thread: run it here (may wait on the others) */
-    }
-  }
-  if (here != NULL)
-    batch_thread(here);
+  /* Queue the stream batches; run the host batches in parallel. */
   res = loomSuccess;
+  for (int b = 0; b < nb; b++)
+    if (bs[b].stream != NULL && bs[b].calls != NULL) {
+      loomResult_t qres = queue_stream(bs, nb, bs[b].stream);
+      if (qres != loomSuccess && res == loomSuccess)
+        res = qres;
+    }
   const char *error = NULL;
-  for (int b = 0; b < nb; b++) {
-    if (bs[b].threaded)
-      pthread_join(bs[b].thread, NULL);
-    if (bs[b].calls != NULL) {
+  char qerror[1024] = "";
+  if (res != loomSuccess) {
+    strncpy(qerror, loom_last_error(), sizeof qerror - 1);
+    error = qerror;
+  }
+  int nhost = 0;
+  for (int b = 0; b < nb; b++)
+    if (bs[b].stream == NULL)
+      bs[nhost++] = bs[b]; /* the stream batches' calls are owned by their tasks */
+  if (nhost > 0) {
+    loomResult_t hres = run_parallel(bs, nhost);
+    if (hres != loomSuccess && res == loomSuccess) {
+      res = hres;
+      error = NULL; /* run_parallel set the text */
+    }
+    for (int b = 0; b < nhost; b++) {
       free_calls(bs[b].calls, bs[b].ncalls);
       free(bs[b].calls);
-    }
-    if (bs[b].res != loomSuccess && res == loomSuccess) {
-      res = bs[b].res;
-      error = bs[b].error;
     }
   }
   if (error != NULL)

@@ -172,8 +172,8 @@ static void *init_thread_main(void *arg) {
   return NULL;
 }
 
-static loomResult_t read_config(const loomConfig_t *config, int *blocking, int *timeout_ms,
-                                const char **name) {
+loomResult_t loom_read_config(const loomConfig_t *config, int *blocking, int *timeout_ms,
+                              const char **name) {
   *blocking = 1;
   *timeout_ms = (int)loom_param_int(LOOM_PARAM_TIMEOUT_MS);
   *name = NULL;
@@ -237,7 +237,7 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
                       nranks);
   int blocking, timeout_ms;
   const char *name;
-  LOOM_CHECK(read_config(config, &blocking, &timeout_ms, &name));
+  LOOM_CHECK(loom_read_config(config, &blocking, &timeout_ms, &name));
   loomComm_t comm = calloc(1, sizeof *comm);
   if (comm == NULL || (comm->conns = calloc((size_t)nranks, sizeof(void *))) == NULL ||
       (comm->sched_steps = malloc(sizeof(struct loom_step) *

@@ -70,6 +70,10 @@ loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t *newc
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "%s: newcomm is NULL", fn);
   *newcomm = NULL;
   LOOM_CHECK(loom_comm_check_usable(comm, fn));
+  int blocking, timeout_ms;
+  const char *cfg_name;
+  /* A bad config must fail before the agreement, not strand the others. */
+  LOOM_CHECK(loom_read_config(config, &blocking, &timeout_ms, &cfg_name));
   loom_comm_wait_tasks(comm);
   pthread_mutex_lock(&comm->op_lock);
   int newrank = -1, newn = 0;

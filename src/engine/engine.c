@@ -542,6 +542,12 @@ static loomResult_t fail_run(struct run *r, struct loom_notice nt, const char *d
                       "same order)",
                       e->rank, r->op->name, nt.suspect, theirs, nt.reporter, ours);
   }
+  if (nt.kind == LOOM_NOTICE_MISMATCH) /* same call, different message sizes */
+    return loom_error(loomInvalidUsage, LOOM_LOG_COLL,
+                      "rank %d: %s failed: ranks %d and %d exchanged messages of different "
+                      "sizes (mismatched counts, send/recv sizes or all-to-all-v counts)%s%s",
+                      e->rank, r->op->name, nt.reporter, nt.suspect,
+                      detail[0] ? "; here: " : "", detail);
   return loom_error(loom_notice_result(nt.kind), LOOM_LOG_COLL,
                     "rank %d: %s failed: rank %d %s (reported by rank %d)%s%s", e->rank,
                     r->op->name, nt.suspect, loom_notice_text(nt.kind), nt.reporter,

@@ -50,6 +50,7 @@ static size_t *alltoall_arrays(int n, size_t count) {
 
 loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
   int n = comm->nranks;
+  unsigned seq = comm->coll_seq++; /* every rank counts every collective, even empty ones */
   loomDataType_t dt = c->datatype;
   const void *sendbuff = c->sendbuff;
   void *recvbuff = c->recvbuff;
@@ -99,7 +100,7 @@ loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
                is_reduction(c->coll) ? (c->op < loomNumOps ? (int)c->op : (int)loomNumOps)
                                      : LOOM_FP_NO_OP,
                is_rooted(c->coll) ? c->root : LOOM_FP_NO_ROOT,
-               c->coll == LOOM_COLL_ALLTOALLV || c->coll == LOOM_COLL_BARRIER ? 0 : count);
+               c->coll == LOOM_COLL_ALLTOALLV || c->coll == LOOM_COLL_BARRIER ? 0 : count, seq);
   LOOM_TRACE(LOOM_LOG_COLL, "%s count %zu %s: %s, %d steps", eop.name, count,
              loom_datatype_name(dt), algo, s.nsteps);
   return loom_engine_run(&comm->engine, &eop);
@@ -167,7 +168,7 @@ static loomResult_t run_sendrecv(loomComm_t comm, struct loom_call *calls, const
   }
   struct loom_engine_op eop = {"send/recv", &s,    bufs,   LOOM_BUF_USER + m,
                                loomUint8,   loomSum, {0, 0}};
-  loom_fp_make(eop.fp, LOOM_COLL_SENDRECV, loomUint8, LOOM_FP_NO_OP, LOOM_FP_NO_ROOT, 0);
+  loom_fp_make(eop.fp, LOOM_COLL_SENDRECV, loomUint8, LOOM_FP_NO_OP, LOOM_FP_NO_ROOT, 0, 0);
   loomResult_t res = loom_engine_run(&comm->engine, &eop);
   free(bufs);
   return res;

@@ -8,9 +8,11 @@
 #include <stdarg.h>
 #include <stdio.h>
 
-void loom_fp_make(uint64_t fp[2], int coll, int datatype, int op, int root, uint64_t count) {
+void loom_fp_make(uint64_t fp[2], int coll, int datatype, int op, int root, uint64_t count,
+                  unsigned seq) {
   fp[0] = (uint64_t)(coll & 0xff) << 56 | (uint64_t)(datatype & 0xff) << 48 |
-          (uint64_t)(op & 0xff) << 40 | (uint32_t)(root + 1);
+          (uint64_t)(op & 0xff) << 40 | (uint64_t)(seq & 0xffff) << 24 |
+          ((uint32_t)(root + 1) & 0xffffff);
   fp[1] = count;
 }
 
@@ -32,7 +34,8 @@ static void append(struct text *t, const char *fmt, ...) {
 
 void loom_fp_text(const uint64_t fp[2], char *buf, size_t len) {
   int coll = (int)(fp[0] >> 56), dt = (int)(fp[0] >> 48 & 0xff), op = (int)(fp[0] >> 40 & 0xff);
-  int root = (int)(uint32_t)fp[0] - 1;
+  int root = (int)(fp[0] & 0xffffff) - 1;
+  unsigned seq = (unsigned)(fp[0] >> 24 & 0xffff);
   struct text t = {buf, len, 0};
   if (len > 0)
     buf[0] = '\0';
@@ -52,4 +55,6 @@ void loom_fp_text(const uint64_t fp[2], char *buf, size_t len) {
   if (root >= 0)
     append(&t, "%sroot %d", sep, root);
   append(&t, ")");
+  if (coll != LOOM_COLL_SENDRECV)
+    append(&t, " #%u", seq);
 }

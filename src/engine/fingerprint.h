@@ -13,9 +13,14 @@
 #define LOOM_FP_NO_ROOT (-1)
 #define LOOM_FP_NO_OP 0xff
 
-/* word 0: collective(8) datatype(8) op(8) spare(8) root+1(32); word 1: count. */
-void loom_fp_make(uint64_t fp[2], int coll, int datatype, int op, int root, uint64_t count);
-/* "allreduce(count 1024, float32, sum)", "broadcast(count 8, int8, root 2)". */
+/* word 0: collective(8) datatype(8) op(8) seq(16) root+1(24); word 1:
+ * count.  seq numbers the communicator's collectives (mod 65536; 0 for
+ * send/recv batches, which involve only some ranks), so a message left over
+ * from an earlier call (all-to-all-v counts that differ in one pair) is
+ * caught by the next call instead of being taken as its data. */
+void loom_fp_make(uint64_t fp[2], int coll, int datatype, int op, int root, uint64_t count,
+                  unsigned seq);
+/* "allreduce(count 1024, float32, sum) #7", "broadcast(count 8, int8, root 2) #8". */
 void loom_fp_text(const uint64_t fp[2], char *buf, size_t len);
 
 #endif

@@ -41,6 +41,7 @@ loomResult_t loom_engine_init(struct loom_engine *e) {
   e->recv_done_cap = 0;
   e->step_base = NULL;
   e->step_base_cap = 0;
+  e->last_fp[0] = e->last_fp[1] = 0;
   return loomSuccess;
 }
 
@@ -376,9 +377,16 @@ static const struct loom_xfer *mismatched_recv(const struct run *r, int peer) {
  * aftermath). */
 static int better_diagnosis(const struct loom_notice *nt, const struct loom_notice *in,
                             int me, int heard_before) {
-  if (nt->kind == LOOM_NOTICE_MISMATCH && in->kind == LOOM_NOTICE_MISMATCH)
+  if (nt->kind == LOOM_NOTICE_MISMATCH && in->kind == LOOM_NOTICE_MISMATCH) {
+    /* Two calls at the same position that differ explain more than a
+     * message left over from an earlier call; then the lowest pair. */
+    int in_same = loom_fp_seq(in->suspect_fp) == loom_fp_seq(in->reporter_fp);
+    int nt_same = loom_fp_seq(nt->suspect_fp) == loom_fp_seq(nt->reporter_fp);
+    if (in_same != nt_same)
+      return in_same;
     return in->reporter < nt->reporter ||
            (in->reporter == nt->reporter && in->suspect < nt->suspect);
+  }
   int nt_guess = nt->reporter == me && nt->kind != LOOM_NOTICE_MISMATCH;
   if (in->suspect == me || (in->suspect == nt->suspect && in->kind == nt->kind))
     return 0;
@@ -582,6 +590,13 @@ static loomResult_t wait_kernel(struct run *r, int ms, int *notice_ready) {
   return loomSuccess;
 }
 
+static void remember_call(struct loom_engine *e, const struct loom_engine_op *op) {
+  if (!loom_fp_is_sendrecv(op->fp)) {
+    e->last_fp[0] = op->fp[0];
+    e->last_fp[1] = op->fp[1];
+  }
+}
+
 loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op *op) {
   const struct loom_schedule *s = op->sched;
   struct run r;
@@ -612,6 +627,7 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
   }
   if (r.nslots == 0) {
     copy_some(&r, r.copy_left);
+    remember_call(e, op);
     return loomSuccess;
   }
 
@@ -638,6 +654,11 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
       if (bad != NULL) {
         memcpy(nt.suspect_fp, bad->peer_fp, sizeof nt.suspect_fp);
         memcpy(nt.reporter_fp, op->fp, sizeof nt.reporter_fp);
+        /* A leftover of the call this rank finished last: compare with that
+         * call (a rank that was root in its own view only sent). */
+        if (loom_fp_seq(bad->peer_fp) == loom_fp_seq(e->last_fp) && e->last_fp[0] != 0 &&
+            (bad->peer_fp[0] != e->last_fp[0] || bad->peer_fp[1] != e->last_fp[1]))
+          memcpy(nt.reporter_fp, e->last_fp, sizeof nt.reporter_fp);
       }
       return fail_run(&r, nt, loom_last_error());
     }
@@ -645,6 +666,7 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
     check_sends(&r);
     if (r.recvs_processed == r.recvs_total && r.sends_checked == r.sends_total) {
       copy_some(&r, r.copy_left);
+      remember_call(e, op);
       return loomSuccess;
     }
     if (!progressed && r.copy_left > 0) {

@@ -32,6 +32,9 @@ struct loom_engine {
   unsigned char *recv_done;
   size_t recv_done_cap;
   size_t *step_base; /* per step: its first slot; nsteps + 1 entries */
+  /* the fingerprint of the last collective that completed here: a peer's
+   * message left over from that call is reported against it */
+  uint64_t last_fp[2];
   size_t step_base_cap;
 };
 

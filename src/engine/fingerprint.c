@@ -16,6 +16,14 @@ void loom_fp_make(uint64_t fp[2], int coll, int datatype, int op, int root, uint
   fp[1] = count;
 }
 
+int loom_fp_is_sendrecv(const uint64_t fp[2]) {
+  return (int)(fp[0] >> 56) == LOOM_COLL_SENDRECV;
+}
+
+unsigned loom_fp_seq(const uint64_t fp[2]) {
+  return loom_fp_is_sendrecv(fp) ? 0x10000u : (unsigned)(fp[0] >> 24 & 0xffff);
+}
+
 struct text {
   char *buf;
   size_t len, used;

@@ -20,6 +20,9 @@
  * caught by the next call instead of being taken as its data. */
 void loom_fp_make(uint64_t fp[2], int coll, int datatype, int op, int root, uint64_t count,
                   unsigned seq);
+/* The call number of a fingerprint; UINT_MAX-like 0x10000 for send/recv. */
+unsigned loom_fp_seq(const uint64_t fp[2]);
+int loom_fp_is_sendrecv(const uint64_t fp[2]);
 /* "allreduce(count 1024, float32, sum) #7", "broadcast(count 8, int8, root 2) #8". */
 void loom_fp_text(const uint64_t fp[2], char *buf, size_t len);
 

@@ -447,7 +447,7 @@ static void mismatch_test(int nsocks, size_t sent, size_t posted) {
   struct pair pr;
   pair_open(&pr, nsocks);
   uint8_t *sbuf = calloc(1, sent + 1), *rbuf = calloc(1, posted + 1);
-  struct loom_xfer sx = {sbuf, sent, 0, 0}, rx = {rbuf, posted, 0, 0};
+  struct loom_xfer sx = {.buf = sbuf, .len = sent}, rx = {.buf = rbuf, .len = posted};
   ck_assert_int_eq(tp->isend(pr.conn[0], &sx), loomSuccess);
   ck_assert_int_eq(tp->irecv(pr.conn[1], &rx), loomSuccess);
   struct loom_xfer *xs[] = {&sx, &rx};
@@ -469,12 +469,43 @@ static void mismatch_test(int nsocks, size_t sent, size_t posted) {
   int progressed = 0, fp2 = -1;
   ck_assert_int_eq(tp->progress(pr.ctx[1], &progressed, &fp2), loomInvalidUsage);
   ck_assert_int_eq(fp2, 0);
-  struct loom_xfer rx2 = {rbuf, 1, 0, 0};
+  struct loom_xfer rx2 = {.buf = rbuf, .len = 1};
   ck_assert_int_eq(tp->irecv(pr.conn[1], &rx2), loomInvalidUsage);
   pair_close(&pr);
   free(sbuf);
   free(rbuf);
 }
+
+/* Same length, another call's fingerprint: the receive fails and keeps the
+ * sender's fingerprint for the engine's message. */
+static void fingerprint_test(int nsocks, size_t len) {
+  struct pair pr;
+  pair_open(&pr, nsocks);
+  uint8_t *sbuf = calloc(1, len), *rbuf = calloc(1, len);
+  struct loom_xfer sx = {.buf = sbuf, .len = len, .fp = {0x1122334455667788ull, 42}};
+  struct loom_xfer rx = {.buf = rbuf, .len = len, .fp = {0x1122334455667788ull, 43}};
+  ck_assert_int_eq(tp->isend(pr.conn[0], &sx), loomSuccess);
+  ck_assert_int_eq(tp->irecv(pr.conn[1], &rx), loomSuccess);
+  struct loom_xfer *xs[] = {&sx, &rx};
+  int fr = -1, fp = -1;
+  loomResult_t res = run_until(&pr, xs, 2, 10000, &fr, &fp);
+  ck_assert_msg(res == loomInvalidUsage, "len %zu: result %d (%s)", len, res,
+                loomGetLastError(NULL));
+  ck_assert_int_eq(fr, 1);
+  ck_assert_int_eq(fp, 0);
+  ck_assert_int_eq(rx.done, 0);
+  ck_assert_int_eq(rx.fp_mismatch, 1);
+  ck_assert(rx.peer_fp[0] == 0x1122334455667788ull && rx.peer_fp[1] == 42);
+  pair_close(&pr);
+  free(sbuf);
+  free(rbuf);
+}
+
+START_TEST(fingerprint_small) { fingerprint_test(2, 64); }
+END_TEST
+
+START_TEST(fingerprint_striped) { fingerprint_test(2, 1 << 20); }
+END_TEST
 
 START_TEST(mismatch_shorter_sent) { mismatch_test(2, 100, 200); }
 END_TEST
@@ -493,7 +524,7 @@ START_TEST(peer_close_during_recv) {
   struct pair pr;
   pair_open(&pr, 2);
   uint8_t buf[100];
-  struct loom_xfer rx = {buf, sizeof buf, 0, 0};
+  struct loom_xfer rx = {.buf = buf, .len = sizeof buf};
   ck_assert_int_eq(tp->irecv(pr.conn[1], &rx), loomSuccess);
   int fr = -1, fp = -1;
   struct loom_xfer *xs[] = {&rx};
@@ -523,7 +554,7 @@ START_TEST(peer_close_during_send) {
   size_t len = 64u << 20;
   uint8_t *buf = calloc(1, len);
   ck_assert_ptr_nonnull(buf);
-  struct loom_xfer sx = {buf, len, 0, 0};
+  struct loom_xfer sx = {.buf = buf, .len = len};
   ck_assert_int_eq(tp->isend(pr.conn[1], &sx), loomSuccess);
   int fr = -1, fp = -1;
   struct loom_xfer *xs[] = {&sx};
@@ -591,6 +622,8 @@ static Suite *tcp_suite(void) {
   tcase_add_test(tc, many_small_messages_1_socket);
   tcase_add_test(tc, many_small_messages_2_sockets);
   tcase_add_test(tc, mismatch_shorter_sent);
+  tcase_add_test(tc, fingerprint_small);
+  tcase_add_test(tc, fingerprint_striped);
   tcase_add_test(tc, mismatch_longer_sent);
   tcase_add_test(tc, mismatch_one_socket);
   tcase_add_test(tc, mismatch_striped);

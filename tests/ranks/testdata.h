@@ -88,4 +88,34 @@ static inline void td_expected(int nranks, size_t i, loomDataType_t dt, loomRedO
   }
 }
 
+/* Data for collectives that only move data (all-gather, broadcast,
+ * all-to-all, gather, scatter, send/recv): rank `rank`'s element `i`, a
+ * wider range than the sum inputs (exact in every type, period 200 in i)
+ * so that misplaced blocks show.  Callers give each destination its own
+ * index range (TD_BLOCK apart) so that blocks differ by sender and by
+ * receiver. */
+#define TD_BLOCK ((size_t)1000003)
+static inline int64_t td_data(int rank, size_t i, loomDataType_t dt) {
+  return td_input(rank, i, dt, loomMax);
+}
+
+/* loomRedOpCreatePreMulSum: rank r's scalar is r + 1 and its inputs lie in
+ * [-7, 7] ([0, 7] unsigned), so every product is exact and, over up to 8
+ * ranks, every partial sum stays within 7 * 36 = 252 (exact in bfloat16;
+ * the 8-bit integers wrap as the library documents). */
+static inline int64_t td_premul_scalar(int rank) { return rank + 1; }
+
+static inline int64_t td_premul_input(int rank, size_t i, loomDataType_t dt) {
+  return td_is_signed(dt) ? (int64_t)((rank * 7 + i * 3) % 15) - 7
+                          : (int64_t)((rank * 5 + i * 3) % 8);
+}
+
+/* The expected element i of the PreMulSum reduction over nranks ranks. */
+static inline void td_expected_premul(int nranks, size_t i, loomDataType_t dt, void *out) {
+  int64_t acc = 0;
+  for (int r = 0; r < nranks; r++)
+    acc += td_premul_scalar(r) * td_premul_input(r, i, dt);
+  td_store(out, 0, dt, acc);
+}
+
 #endif

@@ -267,6 +267,7 @@ typedef struct {
   coll_t coll;
   int root;
   int group;   /* -G T: T all-reduces per iteration (0: off) */
+  int reverse; /* -R: issue the grouped calls last tensor first */
 } opts_t;
 
 static void usage(FILE *f) {
@@ -293,6 +294,9 @@ static void usage(FILE *f) {
           "                   to T separate calls of size/T bytes and to one call of the\n"
           "                   whole size (T * size/T bytes), e.g. -G 1000 -b 4M -e 4M\n"
           "                   compares 1,000 tensors of 4 KB with one 4 MB call\n"
+          "  -R               with -G: issue the grouped calls last tensor first (the\n"
+          "                   tensors are then not contiguous in issue order, so the\n"
+          "                   fusion copies them into its bucket and back)\n"
           "  -h               this help\n"
           "Sizes are the largest buffer of a call, as in nccl-tests: allgather,\n"
           "alltoall and gather (on the root) receive size bytes, reducescatter,\n"
@@ -357,6 +361,10 @@ static void parse_args(int argc, char **argv, opts_t *o) {
       usage(stdout);
       exit(0);
     }
+    if (strcmp(arg, "-R") == 0) { /* the one flag without a value */
+      o->reverse = 1;
+      continue;
+    }
     if (arg[0] != '-' || arg[1] == '\0' || arg[2] != '\0' ||
         strchr("CbeifnwcdorG", arg[1]) == NULL)
       usage_error("unknown argument '%s'", arg);
@@ -416,6 +424,8 @@ static void parse_args(int argc, char **argv, opts_t *o) {
   }
   if (o->min_bytes > o->max_bytes)
     usage_error("minbytes is larger than maxbytes%s", "");
+  if (o->reverse && o->group == 0)
+    usage_error("-R only applies with -G%s", "");
   if (o->group > 0 && o->coll != COLL_ALLREDUCE)
     usage_error("-G measures all-reduces only, not %s", coll_info[o->coll].name);
 }
@@ -597,9 +607,13 @@ static void run_fused(bench_t *b, size_t c, int how) {
   }
   if (how == FUSE_GROUPED)
     LOOMCHECK(loomGroupStart());
-  for (int k = 0; k < b->o.group; k++)
+  for (int i = 0; i < b->o.group; i++) {
+    /* In issue order the tensors follow each other in memory, which Loom
+     * fuses without copies; -R reverses the order so fusion must copy. */
+    int k = how == FUSE_GROUPED && b->o.reverse ? b->o.group - 1 - i : i;
     LOOMCHECK(loomAllReduce(s + (size_t)k * step, r + (size_t)k * step, c, b->o.type,
                             b->o.op, b->comm, NULL));
+  }
   if (how == FUSE_GROUPED)
     LOOMCHECK(loomGroupEnd());
 }

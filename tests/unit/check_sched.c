@@ -81,7 +81,7 @@
 #define NONE32 UINT32_MAX
 #define BIG_SLICE ((size_t)1 << 40) /* one slice per step */
 
-static char ctx[256]; /* the case being run, for messages */
+static char ctx[256];        /* the case being run, for messages */
 static jmp_buf *expect_fail; /* set: a failure returns here (the simulator's self-test) */
 static char fail_msg[768];
 
@@ -97,10 +97,10 @@ __attribute__((format(printf, 1, 2), noreturn)) static void failf(const char *fm
 }
 
 /* ck_assert costs a system call per passing check; loops use this. */
-#define EXPECT(cond, ...)                                                                    \
-  do {                                                                                       \
-    if (!(cond))                                                                             \
-      failf(__VA_ARGS__);                                                                    \
+#define EXPECT(cond, ...)                                                                          \
+  do {                                                                                             \
+    if (!(cond))                                                                                   \
+      failf(__VA_ARGS__);                                                                          \
   } while (0)
 
 /* ---- loom_sched_split / loom_sched_block ------------------------------------------ */
@@ -113,8 +113,8 @@ static void check_split(size_t count, int n) {
          "split(%zu, %d) wrote past n entries", count, n);
   size_t sum = 0, lo = SIZE_MAX, hi = 0;
   for (int b = 0; b < n; b++) {
-    EXPECT(off[b] == sum, "split(%zu, %d): block %d at %zu, expected %zu", count, n, b,
-           off[b], sum);
+    EXPECT(off[b] == sum, "split(%zu, %d): block %d at %zu, expected %zu", count, n, b, off[b],
+           sum);
     sum += cnt[b];
     if (cnt[b] < lo)
       lo = cnt[b];
@@ -122,17 +122,16 @@ static void check_split(size_t count, int n) {
       hi = cnt[b];
     /* Documented: the first count % n blocks are the larger ones. */
     size_t want = count / (size_t)n + ((size_t)b < count % (size_t)n ? 1 : 0);
-    EXPECT(cnt[b] == want, "split(%zu, %d): block %d has %zu, expected %zu", count, n, b,
-           cnt[b], want);
+    EXPECT(cnt[b] == want, "split(%zu, %d): block %d has %zu, expected %zu", count, n, b, cnt[b],
+           want);
     size_t bo = 7, bc = 7;
     loom_sched_block(count, n, b, &bo, &bc);
     EXPECT(bo == off[b] && bc == cnt[b],
-           "block(%zu, %d, %d) = (%zu, %zu) but split says (%zu, %zu)", count, n, b, bo, bc,
-           off[b], cnt[b]);
+           "block(%zu, %d, %d) = (%zu, %zu) but split says (%zu, %zu)", count, n, b, bo, bc, off[b],
+           cnt[b]);
   }
   EXPECT(sum == count, "split(%zu, %d): blocks sum to %zu", count, n, sum);
-  EXPECT(hi - lo <= 1, "split(%zu, %d): sizes %zu..%zu differ by more than one", count, n,
-         lo, hi);
+  EXPECT(hi - lo <= 1, "split(%zu, %d): sizes %zu..%zu differ by more than one", count, n, lo, hi);
 }
 
 START_TEST(split_many) {
@@ -140,8 +139,9 @@ START_TEST(split_many) {
   for (int n = 1; n <= MAX_RANKS; n++) {
     for (size_t count = 0; count <= 300; count++)
       check_split(count, n);
-    static const size_t big[] = {1000, 1009, 4096, 65535, 65536, 1000003, (size_t)1 << 33,
-                                 ((size_t)1 << 40) + 7, SIZE_MAX / 2, SIZE_MAX};
+    static const size_t big[] = {
+        1000,         1009,    4096, 65535, 65536, 1000003, (size_t)1 << 33, ((size_t)1 << 40) + 7,
+        SIZE_MAX / 2, SIZE_MAX};
     for (size_t i = 0; i < sizeof big / sizeof big[0]; i++)
       check_split(big[i], n);
   }
@@ -207,10 +207,10 @@ enum coll {
   NCOLL
 };
 static const char *const coll_fn[NCOLL] = {
-    "loom_ring_allreduce",   "loom_rd_allreduce",  "loom_ring_allgather",
+    "loom_ring_allreduce",   "loom_rd_allreduce",       "loom_ring_allgather",
     "loom_rd_allgather",     "loom_ring_reducescatter", "loom_chain_broadcast",
-    "loom_tree_broadcast",   "loom_chain_reduce",  "loom_tree_reduce",
-    "loom_direct_alltoallv", "loom_direct_gather", "loom_direct_scatter",
+    "loom_tree_broadcast",   "loom_chain_reduce",       "loom_tree_reduce",
+    "loom_direct_alltoallv", "loom_direct_gather",      "loom_direct_scatter",
 };
 static int is_rooted(enum coll c) {
   return c == CHAIN_BC || c == TREE_BC || c == CHAIN_RED || c == TREE_RED || c == GATHER ||
@@ -283,18 +283,18 @@ struct rank {
   struct shadow *sh;
   int copy_float; /* the local copy is pending (floating) */
   size_t *base, nslots;
-  uint32_t *proc;     /* per slot: processing index of its receive slice, 0 = none */
-  int *proc_step;     /* per processing index: the step */
-  int *smsg, *rmsg;   /* per slot: message of its send / receive slice, -1 = none */
+  uint32_t *proc;   /* per slot: processing index of its receive slice, 0 = none */
+  int *proc_step;   /* per processing index: the step */
+  int *smsg, *rmsg; /* per slot: message of its send / receive slice, -1 = none */
   unsigned char *rposted, *arrived;
   size_t next_send, next_recv;
   int send_step, recv_step;
   size_t fifo[ENGINE_FIFO];
   int fifo_head, fifo_count, reduce_inflight;
   size_t sends_total, sends_done, recvs_total, recvs_done;
-  uint32_t *vc;   /* clock of the last processed receive */
+  uint32_t *vc;     /* clock of the last processed receive */
   uint32_t *joined; /* per sender: the last snapshot joined into vc */
-  uint32_t snap;  /* snapshot of vc, valid when !vc_dirty */
+  uint32_t snap;    /* snapshot of vc, valid when !vc_dirty */
   int vc_dirty, done;
 };
 
@@ -378,15 +378,17 @@ static uint64_t mix64(uint64_t x) {
 /* Rank `rank`'s contribution of sendbuff element idx.  Its hash only has to
  * be unique: combining mixes. */
 static struct val leaf(int rank, size_t idx) {
-  struct val v = {(uint64_t)1 << rank, ((uint64_t)(rank + 1) << 40) ^ idx, (uint32_t)idx, 1, 0,
-                  1};
+  struct val v = {(uint64_t)1 << rank, ((uint64_t)(rank + 1) << 40) ^ idx, (uint32_t)idx, 1, 0, 1};
   return v;
 }
 
 static uint64_t all_ranks(int n) { return n == 64 ? ~(uint64_t)0 : ((uint64_t)1 << n) - 1; }
 
 static const char *bufname(int b) {
-  return b == LOOM_BUF_SEND ? "SEND" : b == LOOM_BUF_RECV ? "RECV" : b == LOOM_BUF_SCRATCH ? "SCRATCH" : "?";
+  return b == LOOM_BUF_SEND      ? "SEND"
+         : b == LOOM_BUF_RECV    ? "RECV"
+         : b == LOOM_BUF_SCRATCH ? "SCRATCH"
+                                 : "?";
 }
 
 /* k never exceeds a step's slices (< 2^22), so k * slice cannot overflow. */
@@ -465,7 +467,8 @@ static void expected(int r, struct val *e, size_t recv_len) {
   int n = c->n;
   size_t cnt = c->count;
   /* a reduction of every rank, finalized once (one rank: a plain copy) */
-#define RED(src) (n == 1 ? leaf(0, (src)) : (struct val){all_ranks(n), 0, (uint32_t)(src), (uint16_t)n, 1, 1})
+#define RED(src)                                                                                   \
+  (n == 1 ? leaf(0, (src)) : (struct val){all_ranks(n), 0, (uint32_t)(src), (uint16_t)n, 1, 1})
   switch (c->coll) {
   case RING_AR:
   case RD_AR:
@@ -622,16 +625,15 @@ static void lay_out(int r) {
 
 static void check_range(int p, int i, const char *what, int buf, size_t off, size_t count) {
   const struct rank *R = &S.r[p];
-  EXPECT(buf >= 0 && buf < NBUF, "rank %d step %d: %s buffer %d is not SEND, RECV or SCRATCH",
-         p, i, what, buf);
+  EXPECT(buf >= 0 && buf < NBUF, "rank %d step %d: %s buffer %d is not SEND, RECV or SCRATCH", p, i,
+         what, buf);
   if (count == 0)
     return;
   EXPECT(off <= R->blen[buf] && count <= R->blen[buf] - off,
-         "rank %d step %d: %s [%zu, +%zu) of %s is outside its %zu elements%s", p, i, what,
-         off, count, bufname(buf), R->blen[buf],
-         buf == LOOM_BUF_SCRATCH ? " (scratch_count)" : "");
-  EXPECT(!R->na[buf], "rank %d step %d: %s uses %s, which this rank's call does not have", p,
-         i, what, bufname(buf));
+         "rank %d step %d: %s [%zu, +%zu) of %s is outside its %zu elements%s", p, i, what, off,
+         count, bufname(buf), R->blen[buf], buf == LOOM_BUF_SCRATCH ? " (scratch_count)" : "");
+  EXPECT(!R->na[buf], "rank %d step %d: %s uses %s, which this rank's call does not have", p, i,
+         what, bufname(buf));
 }
 
 static void check_steps(int p) {
@@ -657,8 +659,7 @@ static void check_steps(int p) {
              "rank %d step %d: bad recv_op %d", p, i, x->recv_op);
       check_range(p, i, "receive", x->recv_buf, x->recv_off, x->recv_count);
       EXPECT(x->recv_first <= 1 && x->finalize <= 1,
-             "rank %d step %d: bad recv_first %d / finalize %d", p, i, x->recv_first,
-             x->finalize);
+             "rank %d step %d: bad recv_first %d / finalize %d", p, i, x->recv_first, x->finalize);
       EXPECT(!x->finalize || x->recv_op == LOOM_RECV_REDUCE,
              "rank %d step %d: finalize on a COPY receive", p, i);
       if (x->recv_op == LOOM_RECV_REDUCE) {
@@ -670,8 +671,8 @@ static void check_steps(int p) {
                p, i, bufname(x->recv_buf), x->recv_off, x->recv_count, bufname(x->mine_buf),
                x->mine_off);
       } else if (x->send_peer >= 0) {
-        EXPECT(!ovl(at(R, x->send_buf, x->send_off), x->send_count,
-                    at(R, x->recv_buf, x->recv_off), x->recv_count),
+        EXPECT(!ovl(at(R, x->send_buf, x->send_off), x->send_count, at(R, x->recv_buf, x->recv_off),
+                    x->recv_count),
                "rank %d step %d: COPY-receives into %s[%zu, +%zu), memory it sends (%s[%zu, "
                "+%zu))",
                p, i, bufname(x->recv_buf), x->recv_off, x->recv_count, bufname(x->send_buf),
@@ -869,8 +870,8 @@ static void make_slots(void) {
         size_t k = id - R->base[i], len = slice_len(x->recv_count, k);
         if (len == 0)
           continue;
-        EXPECT(cur[pr] >= 0, "rank %d step %d slice %zu: no message from rank %d left", b, i,
-               k, x->recv_peer);
+        EXPECT(cur[pr] >= 0, "rank %d step %d slice %zu: no message from rank %d left", b, i, k,
+               x->recv_peer);
         struct msg *g = &S.msg[cur[pr]];
         EXPECT(g->len == len,
                "rank %d step %d slice %zu: a %zu-element slice meets rank %d's %zu (step "
@@ -885,8 +886,8 @@ static void make_slots(void) {
     }
   }
   for (size_t i = 0; i < np2; i++)
-    EXPECT(cur[i] < 0, "rank %zu's message to rank %zu (step %d) is never received", i / n,
-           i % n, S.msg[cur[i]].sstep);
+    EXPECT(cur[i] < 0, "rank %zu's message to rank %zu (step %d) is never received", i / n, i % n,
+           S.msg[cur[i]].sstep);
 }
 
 /* ---- accesses and the race check ---------------------------------------------------- */
@@ -906,8 +907,8 @@ static const char *who_text(const struct who *w) {
     snprintf(buf, sizeof buf, "the send of step %d slice %zu to rank %d", w->step, w->k, w->peer);
     break;
   case W_COPY_RECV:
-    snprintf(buf, sizeof buf, "the COPY receive of step %d slice %zu from rank %d", w->step,
-             w->k, w->peer);
+    snprintf(buf, sizeof buf, "the COPY receive of step %d slice %zu from rank %d", w->step, w->k,
+             w->peer);
     break;
   case W_REDUCE:
     snprintf(buf, sizeof buf, "the reduce of step %d slice %zu from rank %d", w->step, w->k,
@@ -933,8 +934,7 @@ static int reader_before(int p, uint32_t rd, const uint32_t *vc) {
 
 static void describe_reader(int p, uint32_t rd, char *buf, size_t len) {
   if (rd & PROC_READ) {
-    snprintf(buf, len, "the reduce of step %d (as its operand)",
-             S.r[p].proc_step[rd & ~PROC_READ]);
+    snprintf(buf, len, "the reduce of step %d (as its operand)", S.r[p].proc_step[rd & ~PROC_READ]);
   } else {
     const struct msg *g = &S.msg[rd];
     snprintf(buf, len, "the send of step %d slice %zu to rank %d", g->sstep, g->k, g->to);
@@ -946,15 +946,14 @@ static int writer_step(int p, uint32_t lw) { return lw == 0 ? -1 : S.r[p].proc_s
 /* A read of element a of rank p; own: the processing index of this rank's
  * receives the read may rely on (a send relies on its own wait only, not on
  * the engine happening to post sends in order). */
-static void check_read(int p, size_t a, uint32_t own, const struct who *who, int buf,
-                       size_t off) {
+static void check_read(int p, size_t a, uint32_t own, const struct who *who, int buf, size_t off) {
   const struct rank *R = &S.r[p];
   const struct shadow *h = &R->sh[a];
   if (__builtin_expect(!(h->flags & SH_COPY_DST) && own >= h->lw && R->mem[a].valid, 1))
     return;
   EXPECT(!(h->flags & SH_COPY_DST),
-         "rank %d: %s reads %s[%zu], the destination of the local copy done at any time",
-         p, who_text(who), bufname(buf), off);
+         "rank %d: %s reads %s[%zu], the destination of the local copy done at any time", p,
+         who_text(who), bufname(buf), off);
   EXPECT(own >= h->lw,
          "rank %d: %s reads %s[%zu] without waiting for the receive of step %d that writes "
          "it (a race: the data may not be there yet)",
@@ -1008,8 +1007,8 @@ static void check_write(int p, size_t a, const uint32_t *vc, const struct who *w
   EXPECT(h->flags & SH_WRITABLE, "rank %d: %s writes %s[%zu], which is not an output", p,
          who_text(who), bufname(buf), off);
   EXPECT(!(h->flags & (SH_COPY_DST | SH_COPY_SRC)),
-         "rank %d: %s writes %s[%zu], which the local copy (done at any time) %s", p,
-         who_text(who), bufname(buf), off, h->flags & SH_COPY_DST ? "writes" : "reads");
+         "rank %d: %s writes %s[%zu], which the local copy (done at any time) %s", p, who_text(who),
+         bufname(buf), off, h->flags & SH_COPY_DST ? "writes" : "reads");
   EXPECT(vc[p] >= h->lw,
          "rank %d: %s writes %s[%zu] in a race with the receive of step %d that also "
          "writes it",
@@ -1018,8 +1017,8 @@ static void check_write(int p, size_t a, const uint32_t *vc, const struct who *w
     if (!reader_before(p, reader(h, i), vc)) {
       char d[128];
       describe_reader(p, reader(h, i), d, sizeof d);
-      failf("rank %d: %s overwrites %s[%zu] while %s may still read it (a race)", p,
-            who_text(who), bufname(buf), off, d);
+      failf("rank %d: %s overwrites %s[%zu] while %s may still read it (a race)", p, who_text(who),
+            bufname(buf), off, d);
     }
 }
 
@@ -1158,19 +1157,21 @@ static void transport(void) {
 
 static struct val combine(int p, int step, size_t elem, struct val mine, struct val data,
                           int recv_first) {
-  EXPECT(data.valid, "rank %d step %d: reduces received garbage at element %zu", p, step,
-         elem);
+  EXPECT(data.valid, "rank %d step %d: reduces received garbage at element %zu", p, step, elem);
   EXPECT(mine.src == data.src,
-         "rank %d step %d: element %zu combines source elements %u (mine) and %u (received)",
-         p, step, elem, mine.src, data.src);
-  EXPECT((mine.mask & data.mask) == 0,
-         "rank %d step %d: element %zu counts ranks %#llx twice", p, step, elem,
-         (unsigned long long)(mine.mask & data.mask));
-  EXPECT(mine.fin == 0 && data.fin == 0,
-         "rank %d step %d: element %zu reduces a finalized value", p, step, elem);
+         "rank %d step %d: element %zu combines source elements %u (mine) and %u (received)", p,
+         step, elem, mine.src, data.src);
+  EXPECT((mine.mask & data.mask) == 0, "rank %d step %d: element %zu counts ranks %#llx twice", p,
+         step, elem, (unsigned long long)(mine.mask & data.mask));
+  EXPECT(mine.fin == 0 && data.fin == 0, "rank %d step %d: element %zu reduces a finalized value",
+         p, step, elem);
   struct val v = {mine.mask | data.mask,
-                  recv_first ? mix64(data.hash * 31 + mine.hash) : mix64(mine.hash * 31 + data.hash),
-                  mine.src, (uint16_t)(mine.terms + data.terms), 0, 1};
+                  recv_first ? mix64(data.hash * 31 + mine.hash)
+                             : mix64(mine.hash * 31 + data.hash),
+                  mine.src,
+                  (uint16_t)(mine.terms + data.terms),
+                  0,
+                  1};
   return v;
 }
 
@@ -1200,8 +1201,8 @@ static void process(int p, size_t id, const struct msg *g) {
     check_write(p, dst + i, R->vc, who, x->recv_buf, x->recv_off + o + i);
   }
   for (size_t i = 0; i < g->len; i++) {
-    struct val v = combine(p, st, x->recv_off + o + i, R->mem[mine + i], S.vals[g->vals + i],
-                           x->recv_first);
+    struct val v =
+        combine(p, st, x->recv_off + o + i, R->mem[mine + i], S.vals[g->vals + i], x->recv_first);
     if (x->finalize) {
       EXPECT(v.mask == all_ranks(S.n),
              "rank %d step %d: finalizes %s[%zu] holding only ranks %#llx", p, st,
@@ -1243,8 +1244,8 @@ static void describe_stuck(int p, char *buf, size_t len) {
   if (R->fifo_count > 0) {
     size_t id = R->fifo[R->fifo_head];
     const struct msg *g = &S.msg[R->rmsg[id]];
-    o += snprintf(buf + o, len - (size_t)o, "rank %d waits for step %d slice %zu from rank %d%s",
-                  p, g->rstep, g->k, g->from,
+    o += snprintf(buf + o, len - (size_t)o, "rank %d waits for step %d slice %zu from rank %d%s", p,
+                  g->rstep, g->k, g->from,
                   R->arrived[id] ? " (arrived; its own send of that slice is not done)" : "");
   } else if (R->next_send < R->nslots) {
     o += snprintf(buf + o, len - (size_t)o, "rank %d cannot post its send of step %d", p,
@@ -1356,8 +1357,8 @@ static void check_results(void) {
              "ranks %#llx (%u terms) of element %u",
              p, e, (unsigned long long)v->mask, v->terms, v->src, (unsigned long long)w->mask,
              w->terms, w->src);
-      EXPECT(v->fin == w->fin, "rank %d: RECV[%zu] finalized %d times, expected %d", p, e,
-             v->fin, w->fin);
+      EXPECT(v->fin == w->fin, "rank %d: RECV[%zu] finalized %d times, expected %d", p, e, v->fin,
+             w->fin);
       if (w->terms == 1)
         EXPECT(v->hash == w->hash, "rank %d: RECV[%zu] is not the sent value", p, e);
     }
@@ -1376,8 +1377,8 @@ static void format_ctx(const struct call *c) {
     snprintf(sl, sizeof sl, "%zu", c->slice);
   if (is_rooted(c->coll))
     snprintf(rt, sizeof rt, " root=%d", c->root);
-  snprintf(ctx, sizeof ctx, "%s nranks=%d count=%zu%s%s%s, %s, slice=%s", coll_fn[c->coll],
-           c->n, c->count, c->variant ? " " : "", c->variant ? c->variant : "", rt,
+  snprintf(ctx, sizeof ctx, "%s nranks=%d count=%zu%s%s%s, %s, slice=%s", coll_fn[c->coll], c->n,
+           c->count, c->variant ? " " : "", c->variant ? c->variant : "", rt,
            c->inplace ? "in place" : "out of place", sl);
 }
 
@@ -1428,7 +1429,8 @@ static void simulate(struct call *c) {
     R->s.cap = cap;
     R->s.steps = R->steps;
     build(p, &R->s);
-    EXPECT(R->s.steps == R->steps && R->s.cap == cap, "rank %d: the builder replaced the step storage", p);
+    EXPECT(R->s.steps == R->steps && R->s.cap == cap,
+           "rank %d: the builder replaced the step storage", p);
     EXPECT(R->s.nsteps >= 0 && R->s.nsteps <= LOOM_SCHED_MAX_STEPS(n),
            "rank %d: %d steps, more than LOOM_SCHED_MAX_STEPS(%d) = %d", p, R->s.nsteps, n,
            LOOM_SCHED_MAX_STEPS(n));
@@ -1468,8 +1470,8 @@ static void simulate(struct call *c) {
 /* ---- the cases ----------------------------------------------------------------------- */
 
 static int counts_for(int n, size_t *out) {
-  size_t c[] = {0, 1, (size_t)n - 1, (size_t)n, (size_t)n + 1, 2 * (size_t)n - 1,
-                7 * (size_t)n + 3};
+  size_t c[] = {
+      0, 1, (size_t)n - 1, (size_t)n, (size_t)n + 1, 2 * (size_t)n - 1, 7 * (size_t)n + 3};
   int k = 0;
   for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
     int dup = 0;
@@ -1508,7 +1510,8 @@ static void run_n(enum coll coll, int n) {
           if (!full && !(ci == nc - 1 && (sk == SL_WHOLE || sk == SL_THIRD)) &&
               !(counts[ci] == 1 && sk == SL_WHOLE && !ip))
             continue;
-          struct call c = {coll, n, root, ip, counts[ci], sk, 0, NULL, NULL, NULL, NULL, NULL, NULL};
+          struct call c = {coll, n,    root, ip,   counts[ci], sk,  0,
+                           NULL, NULL, NULL, NULL, NULL,       NULL};
           simulate(&c);
         }
     }
@@ -1561,8 +1564,10 @@ static void run_alltoallv(int n) {
       size_t cnt = counts[ci];
       if (irregular && cnt == 0)
         continue;
-      /* C(i, j): what rank i sends rank j */
-#define C(i, j) (irregular ? (size_t)(mix64((uint64_t)(i) * 1000003u + (uint64_t)(j) * 7919u + cnt) % (cnt + 1)) : cnt)
+        /* C(i, j): what rank i sends rank j */
+#define C(i, j)                                                                                    \
+  (irregular ? (size_t)(mix64((uint64_t)(i)*1000003u + (uint64_t)(j)*7919u + cnt) % (cnt + 1))     \
+             : cnt)
       for (int r = 0; r < n; r++) {
         size_t so = 0, ro = 0;
         for (int t = 0; t < n; t++) {
@@ -1584,8 +1589,9 @@ static void run_alltoallv(int n) {
       }
 #undef C
       for (int sk = 0; sk < NSLICES; sk++) {
-        struct call c = {A2AV, n, 0, 0, cnt, sk, 0, sc, sd, rc, rd,
-                         irregular ? "(irregular)" : "(regular)", NULL};
+        struct call c = {A2AV, n,  0,  0,  cnt, sk,
+                         0,    sc, sd, rc, rd,  irregular ? "(irregular)" : "(regular)",
+                         NULL};
         simulate(&c);
       }
     }
@@ -1611,8 +1617,8 @@ static void expect_rejected(struct call *c, const char *why) {
     ck_abort_msg("%s (%s): accepted; expected a rejection for \"%s\"", ctx, c->variant, why);
   }
   expect_fail = NULL;
-  ck_assert_msg(strstr(fail_msg, why) != NULL, "%s (%s): rejected for \"%s\"; expected \"%s\"",
-                ctx, c->variant, fail_msg, why);
+  ck_assert_msg(strstr(fail_msg, why) != NULL, "%s (%s): rejected for \"%s\"; expected \"%s\"", ctx,
+                c->variant, fail_msg, why);
 }
 
 static struct call custom(enum coll coll, int n, size_t count, int inplace, int slice_kind,
@@ -1860,8 +1866,7 @@ START_TEST(simulator_rejects) {
   expect_rejected(&c, "while the send of step 2 slice 0 to rank 2 may still read it");
   c = custom(CHAIN_BC, 3, 8, 0, SL_ONE, "half forwarded, slice wait", half_forward_slice);
   expect_rejected(&c, "without waiting for the receive of step 0");
-  c = custom(TREE_BC, 8, 4, 0, SL_WHOLE, "forward relying on posting order",
-             bad_posting_order);
+  c = custom(TREE_BC, 8, 4, 0, SL_WHOLE, "forward relying on posting order", bad_posting_order);
   expect_rejected(&c, "without waiting for the receive of step 0");
   /* and what is right passes */
   for (int sk = 0; sk < NSLICES; sk++)

@@ -107,9 +107,14 @@ loomResult_t loom_call_check(const struct loom_call *c, const char *fn) {
   size_t esize = loom_datatype_size(c->datatype), one, all;
   if (c->coll == LOOM_COLL_ALLTOALLV)
     return check_alltoallv(c, fn, esize);
-  if (!mul_ok(c->count, esize, 1, &one) || !mul_ok(c->count, esize, (size_t)n, &all))
-    return BAD("%s: count %zu of %zu-byte elements (x%d ranks) overflows the address space",
-               fn, c->count, esize, n);
+  /* Calls whose buffers hold nranks blocks need count*esize*nranks bytes. */
+  int per_rank = c->coll == LOOM_COLL_ALLGATHER || c->coll == LOOM_COLL_REDUCESCATTER ||
+                 c->coll == LOOM_COLL_ALLTOALL || c->coll == LOOM_COLL_GATHER ||
+                 c->coll == LOOM_COLL_SCATTER;
+  if (!mul_ok(c->count, esize, 1, &one) ||
+      !mul_ok(c->count, esize, per_rank ? (size_t)n : 1, &all))
+    return BAD("%s: count %zu of %zu-byte elements%s overflows the address space", fn,
+               c->count, esize, per_rank ? " x nranks" : "");
   const char *sb = c->sendbuff;
   char *rb = c->recvbuff;
   switch (c->coll) {

@@ -165,14 +165,16 @@ loomResult_t loomCommInitRankConfig(loomComm_t *comm, int nranks,
                                     loomConfig_t *config);
 
 /* Creates ndev communicators of one ndev-rank clique in this process (rank i
- * in comms[i]), e.g. one per thread or device.  devlist may be NULL; it is
- * recorded but host ranks have no device.  Single-process only. */
+ * in comms[i]), e.g. one per thread or device.  devlist may be NULL; its
+ * entries are checked (>= 0) but not used: host ranks have no device.
+ * Single-process only. */
 loomResult_t loomCommInitAll(loomComm_t *comms, int ndev, const int *devlist);
 
 /* Splits comm into disjoint communicators, one per color.  Collective over
  * comm: every rank calls it.  Ranks of one color are ordered by key, then
  * by their rank in comm.  color == LOOM_SPLIT_NOCOLOR (or any negative)
- * gives *newcomm = NULL.  config may be NULL (the parent's timeout). */
+ * gives *newcomm = NULL.  config may be NULL; fields it leaves unset take
+ * the parent's timeout and the name "<parent>.<color>". */
 loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t *newcomm,
                            loomConfig_t *config);
 
@@ -213,7 +215,10 @@ loomResult_t loomCommUserRank(const loomComm_t comm, int *rank);
  *   - between loomGroupStart and loomGroupEnd the call is only recorded;
  *   - bad arguments return loomInvalidArgument at once, with a message;
  *   - ranks calling different collectives, counts, types, ops or roots in
- *     the same position get loomInvalidUsage naming both calls;
+ *     the same position get loomInvalidUsage naming both calls; a rank
+ *     whose part ended before any peer could tell (one that only sends,
+ *     e.g. a root in its own view) gets it from its next call, and the
+ *     mismatched call's results are undefined;
  *   - a dead or stuck peer gives loomRemoteError or loomTimeout naming it. */
 
 
@@ -279,13 +284,15 @@ loomResult_t loomScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
                          loomDataType_t datatype, int root, loomComm_t comm,
                          loomStream_t stream);
 
-/* Point to point.  A loomSend to `peer` matches peer's loomRecv from this
- * rank with the same count and type; several between one pair match in
- * issue order (sizes are compared in bytes).  Outside a group a send
- * returns once its data is handed to the transport (small messages before
- * the peer receives, large ones only as the peer receives: as MPI_Send,
- * two ranks sending large messages to each other first deadlock); inside loomGroupStart/End any mix of sends and receives, in any
- * order, completes without deadlock. */
+/* Point to point.  peer may be this rank only inside a group (a send to
+ * itself matched by a receive from itself).  A loomSend to `peer` matches
+ * peer's loomRecv from this rank with the same count and type; several
+ * between one pair match in issue order (sizes are compared in bytes).
+ * Outside a group a send returns once its data is handed to the transport
+ * (small messages before the peer receives, large ones only as the peer
+ * receives: as with MPI_Send, two ranks that first send large messages to
+ * each other deadlock); inside loomGroupStart/End any mix of sends and
+ * receives, in any order, completes without deadlock. */
 loomResult_t loomSend(const void *sendbuff, size_t count, loomDataType_t datatype, int peer,
                       loomComm_t comm, loomStream_t stream);
 loomResult_t loomRecv(void *recvbuff, size_t count, loomDataType_t datatype, int peer,
@@ -312,7 +319,8 @@ loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm);
  * fail with loomInvalidUsage); calls on several communicators progress
  * together, also when they share a stream
  * (so one thread can drive every rank of loomCommInitAll).  Errors of the
- * recorded calls are returned by loomGroupEnd. */
+ * calls run at loomGroupEnd (those without a stream) are returned by it;
+ * those queued on a stream by loomStreamSynchronize. */
 loomResult_t loomGroupStart(void);
 loomResult_t loomGroupEnd(void);
 

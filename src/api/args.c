@@ -62,13 +62,17 @@ static loomResult_t check_alltoallv(const struct loom_call *c, const char *fn, s
   int n = c->comm->nranks;
   const size_t *sc = c->v, *sd = c->v + n, *rc = c->v + 2 * n, *rd = c->v + 3 * n;
   size_t send_end = 0, recv_end = 0, end;
-  for (int j = 0; j < n; j++) {
-    if (!mul_ok(sd[j] + sc[j], esize, 1, &end) || sd[j] + sc[j] < sd[j])
-      return BAD("%s: sdispls[%d] + sendcounts[%d] overflows", fn, j, j);
-    send_end = end > send_end ? end : send_end;
-    if (!mul_ok(rd[j] + rc[j], esize, 1, &end) || rd[j] + rc[j] < rd[j])
-      return BAD("%s: rdispls[%d] + recvcounts[%d] overflows", fn, j, j);
-    recv_end = end > recv_end ? end : recv_end;
+  for (int j = 0; j < n; j++) { /* empty blocks' displacements do not matter */
+    if (sc[j] > 0) {
+      if (!mul_ok(sd[j] + sc[j], esize, 1, &end) || sd[j] + sc[j] < sd[j])
+        return BAD("%s: sdispls[%d] + sendcounts[%d] overflows", fn, j, j);
+      send_end = end > send_end ? end : send_end;
+    }
+    if (rc[j] > 0) {
+      if (!mul_ok(rd[j] + rc[j], esize, 1, &end) || rd[j] + rc[j] < rd[j])
+        return BAD("%s: rdispls[%d] + recvcounts[%d] overflows", fn, j, j);
+      recv_end = end > recv_end ? end : recv_end;
+    }
   }
   int me = c->comm->rank;
   if (sc[me] != rc[me])
@@ -87,7 +91,7 @@ static loomResult_t check_alltoallv(const struct loom_call *c, const char *fn, s
   return loomSuccess;
 }
 
-loomResult_t loom_call_check(const struct loom_call *c, const char *fn) {
+loomResult_t loom_call_check(struct loom_call *c, const char *fn) {
   loomComm_t comm = c->comm;
   LOOM_CHECK(loom_comm_check_usable(comm, fn));
   if (c->stream != NULL)
@@ -98,11 +102,11 @@ loomResult_t loom_call_check(const struct loom_call *c, const char *fn) {
     return BAD("%s: invalid datatype %d (use loomInt8 ... loomBfloat16)", fn, (int)c->datatype);
   int reduces = c->coll == LOOM_COLL_ALLREDUCE || c->coll == LOOM_COLL_REDUCE ||
                 c->coll == LOOM_COLL_REDUCESCATTER;
-  if (reduces) {
-    loomRedOp_t base;
-    const void *scalar;
-    LOOM_CHECK(loom_redop_resolve(comm, c->op, c->datatype, &base, &scalar, fn));
-  }
+  c->base_op = c->op;
+  c->premul = 0;
+  if (reduces)
+    LOOM_CHECK(loom_redop_resolve(comm, c->op, c->datatype, &c->base_op, c->scalar,
+                                  &c->premul, fn));
   int n = comm->nranks, me = comm->rank;
   size_t esize = loom_datatype_size(c->datatype), one, all;
   if (c->coll == LOOM_COLL_ALLTOALLV)

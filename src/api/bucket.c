@@ -112,7 +112,11 @@ static int contiguous(const struct loom_call *calls, int n) {
     s += send_bytes(&calls[i]);
     r += send_bytes(&calls[i]);
   }
-  return 1;
+  /* One call over the whole range must itself be legal: in place, or its
+   * input and output disjoint (each call may be, yet the whole overlap). */
+  const char *s0 = calls[0].sendbuff, *r0 = calls[0].recvbuff;
+  size_t len = (size_t)(s - s0);
+  return s0 == r0 || s <= r0 || r0 + len <= s0;
 }
 
 loomResult_t loom_bucket_run(loomComm_t comm, const struct loom_call *calls, int n) {

@@ -22,8 +22,15 @@ static loomResult_t submit(struct loom_call *c, const char *fn) {
 static struct loom_call make(enum loom_coll coll, const void *sendbuff, void *recvbuff,
                              size_t count, loomDataType_t datatype, loomRedOp_t op, int root,
                              loomComm_t comm, loomStream_t stream) {
-  struct loom_call c = {coll, comm, stream, sendbuff, recvbuff, count, datatype, op, root, 0,
-                        NULL};
+  struct loom_call c = {.coll = coll,
+                        .comm = comm,
+                        .stream = stream,
+                        .sendbuff = sendbuff,
+                        .recvbuff = recvbuff,
+                        .count = count,
+                        .datatype = datatype,
+                        .op = op,
+                        .root = root};
   return c;
 }
 

@@ -40,6 +40,7 @@ struct loomComm {
     loomDataType_t datatype;
     unsigned char scalar[8];
   } custom_ops[LOOM_MAX_CUSTOM_OPS];
+  pthread_mutex_t ops_lock; /* guards custom_ops (not op_lock: a collective may run) */
   unsigned coll_seq; /* collectives run so far (fingerprints carry it) */
   /* stream tasks queued for this communicator and not yet finished */
   int inflight;

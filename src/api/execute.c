@@ -64,16 +64,12 @@ loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
     return loomSuccess;
   }
   size_t esize = loom_datatype_size(dt);
-  loomRedOp_t op = loomMax;
-  if (is_reduction(c->coll)) {
-    const void *scalar;
-    LOOM_CHECK(loom_redop_resolve(comm, c->op, dt, &op, &scalar, loom_coll_name(c->coll)));
-    if (scalar != NULL) { /* PreMulSum: reduce a premultiplied copy */
-      size_t elems = c->coll == LOOM_COLL_REDUCESCATTER ? count * (size_t)n : count;
-      LOOM_CHECK(loom_comm_grow(&comm->premul, &comm->premul_bytes, elems * esize));
-      loom_premul(comm->premul, sendbuff, elems, dt, scalar);
-      sendbuff = comm->premul;
-    }
+  loomRedOp_t op = is_reduction(c->coll) ? c->base_op : loomMax;
+  if (is_reduction(c->coll) && c->premul) { /* PreMulSum: reduce a premultiplied copy */
+    size_t elems = c->coll == LOOM_COLL_REDUCESCATTER ? count * (size_t)n : count;
+    LOOM_CHECK(loom_comm_grow(&comm->premul, &comm->premul_bytes, elems * esize));
+    loom_premul(comm->premul, sendbuff, elems, dt, c->scalar);
+    sendbuff = comm->premul;
   }
   struct loom_plan_args pa = {c->coll == LOOM_COLL_BARRIER ? LOOM_COLL_ALLREDUCE : c->coll,
                               comm->rank, n, c->root, count, esize, NULL, NULL, NULL, NULL};
@@ -106,9 +102,10 @@ loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
   return loom_engine_run(&comm->engine, &eop);
 }
 
-/* Sends and receives to/from this rank itself, matched in order. */
+/* Sends and receives to/from this rank itself, matched in order: checks
+ * them (copy == 0) or does the copies (copy == 1). */
 static loomResult_t self_exchange(loomComm_t comm, struct loom_call *calls, const int *idx,
-                                  int m) {
+                                  int m, int copy) {
   int si = 0, ri = 0;
   for (;;) {
     while (si < m && !(calls[idx[si]].is_send && calls[idx[si]].root == comm->rank))
@@ -118,7 +115,7 @@ static loomResult_t self_exchange(loomComm_t comm, struct loom_call *calls, cons
     if (si == m && ri == m)
       return loomSuccess;
     if (si == m || ri == m)
-      return loom_error(loomInvalidUsage, LOOM_LOG_COLL,
+      return loom_error(loomInvalidArgument, LOOM_LOG_COLL,
                         "rank %d: a %s to itself has no matching %s in the same group",
                         comm->rank, si < m ? "loomSend" : "loomRecv",
                         si < m ? "loomRecv" : "loomSend");
@@ -126,11 +123,11 @@ static loomResult_t self_exchange(loomComm_t comm, struct loom_call *calls, cons
     size_t sbytes = snd->count * loom_datatype_size(snd->datatype);
     size_t rbytes = rcv->count * loom_datatype_size(rcv->datatype);
     if (sbytes != rbytes)
-      return loom_error(loomInvalidUsage, LOOM_LOG_COLL,
+      return loom_error(loomInvalidArgument, LOOM_LOG_COLL,
                         "rank %d: loomSend of %zu bytes to itself meets a loomRecv of %zu "
                         "bytes",
                         comm->rank, sbytes, rbytes);
-    if (snd->sendbuff != rcv->recvbuff)
+    if (copy && snd->sendbuff != rcv->recvbuff)
       memmove(rcv->recvbuff, snd->sendbuff, sbytes);
     si++;
     ri++;
@@ -141,7 +138,7 @@ static loomResult_t self_exchange(loomComm_t comm, struct loom_call *calls, cons
  * order, data counted in bytes. */
 static loomResult_t run_sendrecv(loomComm_t comm, struct loom_call *calls, const int *idx,
                                  int m) {
-  LOOM_CHECK(self_exchange(comm, calls, idx, m));
+  LOOM_CHECK(self_exchange(comm, calls, idx, m, 1));
   LOOM_CHECK(ensure_steps(comm, m));
   void **bufs = malloc(sizeof(void *) * (size_t)(LOOM_BUF_USER + m));
   if (bufs == NULL)
@@ -175,16 +172,20 @@ static loomResult_t run_sendrecv(loomComm_t comm, struct loom_call *calls, const
 }
 
 static loomResult_t execute_locked(loomComm_t comm, struct loom_call *calls, int ncalls) {
-  LOOM_CHECK(loom_comm_check_usable(comm, "queued collective"));
+  LOOM_CHECK(loom_comm_check_usable(comm, loom_coll_name(calls[0].coll)));
   LOOM_CHECK(ensure_steps(comm, LOOM_SCHED_MAX_STEPS(comm->nranks)));
   size_t bucket_bytes = (size_t)loom_param_int(LOOM_PARAM_BUCKET_BYTES);
-  int *p2p = NULL, np2p = 0;
-  loomResult_t res = loomSuccess;
+  int *p2p = calloc((size_t)ncalls, sizeof(int)), np2p = 0;
+  if (p2p == NULL)
+    return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory");
+  for (int i = 0; i < ncalls; i++)
+    if (calls[i].coll == LOOM_COLL_SENDRECV)
+      p2p[np2p++] = i;
+  /* A send to itself without its receive is found before anything moves. */
+  loomResult_t res = self_exchange(comm, calls, p2p, np2p, 0);
   for (int i = 0; i < ncalls && res == loomSuccess;) {
     if (calls[i].coll == LOOM_COLL_SENDRECV) {
-      if (p2p == NULL && (p2p = malloc(sizeof(int) * (size_t)ncalls)) == NULL)
-        return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory");
-      p2p[np2p++] = i++;
+      i++;
       continue;
     }
     int span = loom_bucket_span(calls + i, ncalls - i, bucket_bytes);

@@ -20,6 +20,13 @@ static __thread struct loom_call *group_calls;
 static __thread int group_n, group_cap;
 
 loomResult_t loom_issue(struct loom_call *c, const char *fn) {
+  if (c->coll == LOOM_COLL_SENDRECV && c->root == c->comm->rank && group_depth == 0) {
+    loom_call_free(c);
+    return loom_error(loomInvalidArgument, LOOM_LOG_COLL,
+                      "%s: peer %d is this rank: sending to or receiving from itself needs "
+                      "the matching call in the same loomGroupStart/End",
+                      fn, c->root);
+  }
   if (group_depth > 0) {
     if (group_n == group_cap) {
       int cap = group_cap ? 2 * group_cap : 64;
@@ -44,7 +51,13 @@ loomResult_t loom_issue(struct loom_call *c, const char *fn) {
     *one = *c;
     return loom_execute_async(c->comm, c->stream, one, 1);
   }
+  /* Without a stream the call follows the communicator's queued work (as
+   * CUDA's legacy default stream does), so every rank runs its calls in
+   * issue order and their fingerprints carry the same call numbers. */
+  loom_comm_wait_tasks(c->comm);
+  loom_comm_task_begin(c->comm); /* Abort waits for it to leave */
   loomResult_t res = loom_execute(c->comm, c, 1);
+  loom_comm_task_end(c->comm);
   loom_call_free(c);
   return res;
 }
@@ -64,6 +77,7 @@ struct batch {
   char error[1024]; /* the failure's text, from the thread that ran it */
   pthread_t thread;
   int threaded;
+  int counted; /* holds one of comm's in-flight counts until it has run */
 };
 
 static void *batch_thread(void *arg) {
@@ -71,6 +85,12 @@ static void *batch_thread(void *arg) {
   b->res = loom_execute(b->comm, b->calls, b->ncalls);
   if (b->res != loomSuccess)
     strncpy(b->error, loom_last_error(), sizeof b->error - 1);
+  /* Done with comm: an Abort waiting for it may free it now, while other
+   * batches of the group still run. */
+  if (b->counted) {
+    b->counted = 0;
+    loom_comm_task_end(b->comm);
+  }
   return NULL;
 }
 
@@ -83,8 +103,14 @@ struct shared_stream_task {
 };
 
 static loomResult_t run_parallel(struct batch *bs, int nb) {
-  for (int b = 1; b < nb; b++)
+  for (int b = 1; b < nb; b++) {
     bs[b].threaded = pthread_create(&bs[b].thread, NULL, batch_thread, &bs[b]) == 0;
+    if (!bs[b].threaded)
+      LOOM_WARN(LOOM_LOG_COLL,
+                "loomGroupEnd: cannot start a thread for rank %d's calls; running them "
+                "after the others (ranks of one process may then wait for each other)",
+                bs[b].comm->rank);
+  }
   batch_thread(&bs[0]);
   loomResult_t res = loomSuccess;
   for (int b = 0; b < nb; b++) {
@@ -111,7 +137,8 @@ static void shared_release(struct loom_task *t) {
     for (int i = 0; i < g->bs[b].ncalls; i++)
       loom_call_free(&g->bs[b].calls[i]);
     free(g->bs[b].calls);
-    loom_comm_task_end(g->bs[b].comm);
+    if (g->bs[b].counted)
+      loom_comm_task_end(g->bs[b].comm);
   }
   free(g->bs);
   free(g);
@@ -136,7 +163,8 @@ static loomResult_t queue_stream(struct batch *bs, int nb, loomStream_t stream) 
       continue;
     if (mine != NULL) {
       mine[g->nb] = bs[b];
-      mine[g->nb++].threaded = 0;
+      mine[g->nb].threaded = 0;
+      mine[g->nb++].counted = 1;
       loom_comm_task_begin(bs[b].comm);
     } else {
       for (int i = 0; i < bs[b].ncalls; i++)
@@ -214,12 +242,12 @@ loomResult_t loomGroupEnd(void) {
   int nb = 0;
   loomResult_t res = split_batches(calls, n, &bs, &nb);
   if (res == loomSuccess && (res = check_streams(bs, nb)) != loomSuccess) {
-    free_calls(calls, n);
     for (int b = 0; b < nb; b++)
-      free(bs[b].calls);
+      free(bs[b].calls); /* copies of the entries of calls */
     free(bs);
   }
   if (res != loomSuccess) {
+    free_calls(calls, n);
     free(calls);
     return res;
   }
@@ -242,6 +270,11 @@ loomResult_t loomGroupEnd(void) {
   for (int b = 0; b < nb; b++)
     if (bs[b].stream == NULL)
       bs[nhost++] = bs[b]; /* the stream batches' calls are owned by their tasks */
+  for (int b = 0; b < nhost; b++) { /* as a call outside a group */
+    loom_comm_wait_tasks(bs[b].comm);
+    loom_comm_task_begin(bs[b].comm);
+    bs[b].counted = 1;
+  }
   if (nhost > 0) {
     loomResult_t hres = run_parallel(bs, nhost);
     if (hres != loomSuccess && res == loomSuccess) {

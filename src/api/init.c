@@ -212,6 +212,7 @@ static void comm_free(loomComm_t comm) {
   pthread_mutex_destroy(&comm->op_lock);
   pthread_mutex_destroy(&comm->init_join_lock);
   pthread_mutex_destroy(&comm->inflight_lock);
+  pthread_mutex_destroy(&comm->ops_lock);
   pthread_cond_destroy(&comm->inflight_done);
   free(comm->conns);
   free(comm->sched_steps);
@@ -257,6 +258,7 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   pthread_mutex_init(&comm->op_lock, NULL);
   pthread_mutex_init(&comm->init_join_lock, NULL);
   pthread_mutex_init(&comm->inflight_lock, NULL);
+  pthread_mutex_init(&comm->ops_lock, NULL);
   pthread_cond_init(&comm->inflight_done, NULL);
   comm->init_id = commId;
   if (!blocking) {

@@ -1,8 +1,10 @@
 /*
  * redop.c — custom reduction ops: loomRedOpCreatePreMulSum gives an op
  * value from loomNumOps up, valid on its communicator; reducing with it
- * sums scalar * x, the scalar being each rank's own.  The premultiplied
- * copy is made with the vectorised product kernel.
+ * sums scalar * x, the scalar being each rank's own.  A call resolves its
+ * op when it is made, so the op may be destroyed once the call returns
+ * (even while it is queued on a stream).  The premultiplied copy is made
+ * with the vectorised product kernel.
  */
 #include "api/comm.h"
 #include "api/task.h"
@@ -14,22 +16,28 @@
 #define BAD(...) loom_error(loomInvalidArgument, LOOM_LOG_COLL, __VA_ARGS__)
 
 loomResult_t loom_redop_resolve(loomComm_t comm, loomRedOp_t op, loomDataType_t datatype,
-                                loomRedOp_t *base, const void **scalar, const char *fn) {
-  *scalar = NULL;
+                                loomRedOp_t *base, unsigned char scalar[8], int *premul,
+                                const char *fn) {
+  *premul = 0;
   *base = op;
   if ((int)op >= 0 && op < loomNumOps)
     return loomSuccess;
   unsigned idx = (unsigned)op - (unsigned)loomNumOps;
-  if ((int)op < 0 || idx >= LOOM_MAX_CUSTOM_OPS || !comm->custom_ops[idx].in_use)
+  pthread_mutex_lock(&comm->ops_lock);
+  int in_use = (int)op >= 0 && idx < LOOM_MAX_CUSTOM_OPS && comm->custom_ops[idx].in_use;
+  loomDataType_t made_for = in_use ? comm->custom_ops[idx].datatype : datatype;
+  if (in_use && made_for == datatype)
+    memcpy(scalar, comm->custom_ops[idx].scalar, sizeof comm->custom_ops[idx].scalar);
+  pthread_mutex_unlock(&comm->ops_lock);
+  if (!in_use)
     return BAD("%s: invalid reduction op %d (use loomSum, loomProd, loomMax, loomMin, loomAvg "
                "or an op from loomRedOpCreatePreMulSum on this communicator)",
                fn, (int)op);
-  if (comm->custom_ops[idx].datatype != datatype)
+  if (made_for != datatype)
     return BAD("%s: op %d was made for %s but the call uses %s", fn, (int)op,
-               loom_datatype_name(comm->custom_ops[idx].datatype),
-               loom_datatype_name(datatype));
+               loom_datatype_name(made_for), loom_datatype_name(datatype));
   *base = loomSum;
-  *scalar = comm->custom_ops[idx].scalar;
+  *premul = 1;
   return loomSuccess;
 }
 
@@ -59,7 +67,7 @@ loomResult_t loomRedOpCreatePreMulSum(loomRedOp_t *op, void *scalar, loomDataTyp
     return BAD("%s: residence %d is not supported (host streams read the scalar from host "
                "memory: use loomScalarHostImmediate)",
                fn, (int)residence);
-  pthread_mutex_lock(&comm->op_lock);
+  pthread_mutex_lock(&comm->ops_lock);
   int idx = -1;
   for (int i = 0; i < LOOM_MAX_CUSTOM_OPS && idx < 0; i++)
     if (!comm->custom_ops[i].in_use)
@@ -69,7 +77,7 @@ loomResult_t loomRedOpCreatePreMulSum(loomRedOp_t *op, void *scalar, loomDataTyp
     comm->custom_ops[idx].datatype = datatype;
     memcpy(comm->custom_ops[idx].scalar, scalar, loom_datatype_size(datatype));
   }
-  pthread_mutex_unlock(&comm->op_lock);
+  pthread_mutex_unlock(&comm->ops_lock);
   if (idx < 0)
     return loom_error(loomInvalidUsage, LOOM_LOG_COLL,
                       "%s: all %d custom ops of this communicator are in use "
@@ -86,10 +94,10 @@ loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm) {
   unsigned idx = (unsigned)op - (unsigned)loomNumOps;
   if ((int)op < (int)loomNumOps || idx >= LOOM_MAX_CUSTOM_OPS)
     return BAD("%s: op %d is not a custom op", fn, (int)op);
-  pthread_mutex_lock(&comm->op_lock);
+  pthread_mutex_lock(&comm->ops_lock);
   int was = comm->custom_ops[idx].in_use;
   comm->custom_ops[idx].in_use = 0;
-  pthread_mutex_unlock(&comm->op_lock);
+  pthread_mutex_unlock(&comm->ops_lock);
   if (!was)
     return BAD("%s: op %d is not in use on this communicator", fn, (int)op);
   return loomSuccess;

@@ -84,15 +84,18 @@ loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t *newc
   pthread_mutex_unlock(&comm->op_lock);
   if (res != loomSuccess || color < 0)
     return res;
+  /* Unset fields take the parent's timeout and a name derived from it. */
   loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
+  if (config != NULL)
+    cfg = *config;
   char name[80];
-  if (config == NULL) {
+  if (cfg.timeout_ms == LOOM_CONFIG_UNDEF_INT)
     cfg.timeout_ms = comm->timeout_ms;
+  if (cfg.commName == NULL) {
     snprintf(name, sizeof name, "%.60s.%d", comm->name, color);
     cfg.commName = name;
-    config = &cfg;
   }
-  return loomCommInitRankConfig(newcomm, newn, id, newrank, config);
+  return loomCommInitRankConfig(newcomm, newn, id, newrank, &cfg);
 }
 
 struct init_one {

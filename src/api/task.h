@@ -23,6 +23,11 @@ struct loom_call {
   loomRedOp_t op; /* as given: built-in or a loomRedOpCreatePreMulSum op */
   int root;       /* root, or the peer of a send/recv */
   int is_send;    /* SENDRECV: 1 send, 0 receive */
+  /* reductions, resolved when the call is made (a custom op may be
+   * destroyed once the call returns, as in NCCL) */
+  loomRedOp_t base_op;      /* the built-in op to run */
+  int premul;               /* PreMulSum: multiply the input by scalar first */
+  unsigned char scalar[8];
   size_t *v;      /* ALLTOALLV: sendcounts, sdispls, recvcounts, rdispls (4*nranks, owned) */
 };
 
@@ -31,7 +36,7 @@ void loom_call_free(struct loom_call *c);
 
 /* args.c: checks a call's arguments against its communicator; on success
  * the call may be issued.  Messages name `fn`. */
-loomResult_t loom_call_check(const struct loom_call *c, const char *fn);
+loomResult_t loom_call_check(struct loom_call *c, const char *fn);
 
 /* group.c: issues a checked call (taking ownership of c->v): recorded in
  * an open group, queued on its stream, or run now. */
@@ -56,10 +61,11 @@ int loom_bucket_span(const struct loom_call *calls, int ncalls, size_t bucket_by
 /* Runs calls[0..n) as one fused all-reduce or all-gather. */
 loomResult_t loom_bucket_run(loomComm_t comm, const struct loom_call *calls, int n);
 
-/* redop.c: resolves a custom op.  *base is the built-in op to run;
- * *scalar is NULL for built-in ops, else the premultiplier. */
+/* redop.c: resolves an op into the built-in op to run and, for a
+ * PreMulSum op, its scalar (copied to scalar, *premul = 1). */
 loomResult_t loom_redop_resolve(loomComm_t comm, loomRedOp_t op, loomDataType_t datatype,
-                                loomRedOp_t *base, const void **scalar, const char *fn);
+                                loomRedOp_t *base, unsigned char scalar[8], int *premul,
+                                const char *fn);
 /* dst[i] = src[i] * scalar (one element of dt). */
 void loom_premul(void *dst, const void *src, size_t count, loomDataType_t dt,
                  const void *scalar);

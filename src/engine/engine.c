@@ -388,6 +388,8 @@ static int better_diagnosis(const struct loom_notice *nt, const struct loom_noti
            (in->reporter == nt->reporter && in->suspect < nt->suspect);
   }
   int nt_guess = nt->reporter == me && nt->kind != LOOM_NOTICE_MISMATCH;
+  if (in->kind == LOOM_NOTICE_MISMATCH) /* certain, even when it names this rank */
+    return nt->kind != LOOM_NOTICE_MISMATCH;
   if (in->suspect == me || (in->suspect == nt->suspect && in->kind == nt->kind))
     return 0;
   if (in->reporter == me) /* our predecessor's socket closed: a guess too */

@@ -10,14 +10,15 @@
 
 void loom_fp_make(uint64_t fp[2], int coll, int datatype, int op, int root, uint64_t count,
                   unsigned seq) {
-  fp[0] = (uint64_t)(coll & 0xff) << 56 | (uint64_t)(datatype & 0xff) << 48 |
+  /* The collective is stored plus one, so no real fingerprint is zero. */
+  fp[0] = (uint64_t)((coll + 1) & 0xff) << 56 | (uint64_t)(datatype & 0xff) << 48 |
           (uint64_t)(op & 0xff) << 40 | (uint64_t)(seq & 0xffff) << 24 |
           ((uint32_t)(root + 1) & 0xffffff);
   fp[1] = count;
 }
 
 int loom_fp_is_sendrecv(const uint64_t fp[2]) {
-  return (int)(fp[0] >> 56) == LOOM_COLL_SENDRECV;
+  return (int)(fp[0] >> 56) - 1 == LOOM_COLL_SENDRECV;
 }
 
 unsigned loom_fp_seq(const uint64_t fp[2]) {
@@ -41,7 +42,7 @@ static void append(struct text *t, const char *fmt, ...) {
 }
 
 void loom_fp_text(const uint64_t fp[2], char *buf, size_t len) {
-  int coll = (int)(fp[0] >> 56), dt = (int)(fp[0] >> 48 & 0xff), op = (int)(fp[0] >> 40 & 0xff);
+  int coll = (int)(fp[0] >> 56) - 1, dt = (int)(fp[0] >> 48 & 0xff), op = (int)(fp[0] >> 40 & 0xff);
   int root = (int)(fp[0] & 0xffffff) - 1;
   unsigned seq = (unsigned)(fp[0] >> 24 & 0xffff);
   struct text t = {buf, len, 0};

@@ -13,7 +13,7 @@
 #define LOOM_FP_NO_ROOT (-1)
 #define LOOM_FP_NO_OP 0xff
 
-/* word 0: collective(8) datatype(8) op(8) seq(16) root+1(24); word 1:
+/* word 0: collective+1(8) datatype(8) op(8) seq(16) root+1(24); word 1:
  * count.  seq numbers the communicator's collectives (mod 65536; 0 for
  * send/recv batches, which involve only some ranks), so a message left over
  * from an earlier call (all-to-all-v counts that differ in one pair) is

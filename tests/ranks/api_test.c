@@ -532,6 +532,28 @@ static void group_fusion(void) {
              "%.1f ms, one 4 MB all-reduce %.1f ms, %d separate calls %.1f ms\n",
              n, NT, t_group * 1e3, t_one * 1e3, NT, t_sep * 1e3);
   }
+  /* Each call disjoint, the calls back to back, but one call over the whole
+   * range would overlap its own input (x[c..3c) -> x[0..2c)): the fusion
+   * must not take the no-copy path.  Sequential: x[0..c) = sum x[c..2c),
+   * then x[c..2c) = sum x[2c..3c).  200000 floats per call: the ring runs. */
+  {
+    enum { C3 = 200000 };
+    float *x = xmalloc(sizeof(float) * 3 * C3);
+    for (int i = 0; i < 3 * C3; i++)
+      x[i] = (float)((rank + 1) * (i % 1000));
+    CHECK_LOOM(loomGroupStart());
+    CHECK_LOOM(loomAllReduce(x + C3, x, C3, loomFloat32, loomSum, comm, NULL));
+    CHECK_LOOM(loomAllReduce(x + 2 * C3, x + C3, C3, loomFloat32, loomSum, comm, NULL));
+    CHECK_LOOM(loomGroupEnd());
+    float ranks_sum = (float)(n * (n + 1) / 2);
+    for (int i = 0; i < 2 * C3; i++) {
+      float want = ranks_sum * (float)((i + C3) % 1000);
+      if (x[i] != want)
+        FAIL("back-to-back calls overlapping as a whole: x[%d] = %g, expected %g", i, x[i],
+             want);
+    }
+    free(x);
+  }
   free(in);
   free(out);
   close_comm(comm);
@@ -734,6 +756,36 @@ static void streams(void) {
     CHECK_LOOM(loomBarrier(world, NULL)); /* everyone has seen the error */
     CHECK_LOOM(loomCommAbort(C));
     printf("rank %d: stream error surfaced: %s\n", rank, text);
+  }
+  /* A PreMulSum op destroyed as soon as the queued call returns (as NCCL
+   * allows) and its slot reused with another scalar: the queued call still
+   * uses its own.  Then a NULL-stream call on the same communicator runs
+   * after the queued one on every rank (the same call numbers). */
+  {
+    float one = (float)(rank + 1), other = 100.f, q[8], qr[8], z[8], zr[8];
+    for (int i = 0; i < 8; i++) {
+      q[i] = (float)i;
+      z[i] = (float)(2 * i);
+    }
+    loomRedOp_t op1, op2;
+    CHECK_LOOM(loomRedOpCreatePreMulSum(&op1, &one, loomFloat32, loomScalarHostImmediate, A));
+    CHECK_LOOM(loomAllReduce(q, qr, 8, loomFloat32, op1, A, s1));
+    CHECK_LOOM(loomRedOpDestroy(op1, A));
+    CHECK_LOOM(loomRedOpCreatePreMulSum(&op2, &other, loomFloat32, loomScalarHostImmediate, A));
+    CHECK_LOOM(loomAllReduce(z, zr, 8, loomFloat32, loomSum, A, NULL));
+    CHECK_LOOM(loomStreamSynchronize(s1));
+    CHECK_LOOM(loomRedOpDestroy(op2, A));
+    float scal = 0;
+    for (int r = 0; r < nranks; r++)
+      scal += (float)(r + 1);
+    for (int i = 0; i < 8; i++) {
+      if (qr[i] != scal * (float)i)
+        FAIL("queued PreMulSum call after its op was destroyed: %g at %d, expected %g", qr[i],
+             i, scal * (float)i);
+      if (zr[i] != (float)(2 * i * nranks))
+        FAIL("NULL-stream call after queued work: %g at %d, expected %g", zr[i], i,
+             (float)(2 * i * nranks));
+    }
   }
   CHECK_LOOM(loomStreamDestroy(s1));
   CHECK_LOOM(loomStreamDestroy(s2));
@@ -1243,6 +1295,17 @@ static void bad_args(void) {
           "loomAllToAllv NULL recvcounts");
   BAD_ARG(loomAllToAllv(s, cnts, displ, r, cnts, NULL, loomFloat32, comm, NULL),
           "loomAllToAllv NULL rdispls");
+  /* to itself outside a group; unmatched to itself inside one (found before
+   * anything moves, the communicator stays usable) */
+  BAD_ARG(loomSend(s, 4, loomFloat32, me, comm, NULL), "loomSend to itself outside a group");
+  BAD_ARG(loomRecv(r, 4, loomFloat32, me, comm, NULL), "loomRecv from itself outside a group");
+  CHECK_LOOM(loomGroupStart());
+  CHECK_LOOM(loomSend(s, 4, loomFloat32, me, comm, NULL));
+  BAD_ARG(loomGroupEnd(), "loomSend to itself without its loomRecv in the group");
+  CHECK_LOOM(loomGroupStart());
+  CHECK_LOOM(loomSend(s, 4, loomFloat32, me, comm, NULL));
+  CHECK_LOOM(loomRecv(r, 5, loomFloat32, me, comm, NULL));
+  BAD_ARG(loomGroupEnd(), "loomSend of 4 to itself meeting a loomRecv of 5");
   /* group misuse */
   expect_code(loomGroupEnd(), loomInvalidUsage, "loomGroupEnd without loomGroupStart");
   /* NULL stream and event handles */

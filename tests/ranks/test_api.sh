@@ -57,7 +57,7 @@ expect_count "mismatch-root-big ok" 3 "4 MB broadcasts with different roots: loo
 for n in 1 3; do
   run_ranks $n 60 "$AT" --bad-args
   expect_count "bad-args ok" $n "bad arguments of the newer calls on $n ranks"
-  expect_count "-> invalid argument:" $((n * 45)) "45 invalid calls rejected with a message on each of $n ranks"
+  expect_count "-> invalid argument:" $((n * 49)) "49 invalid calls rejected with a message on each of $n ranks"
   expect_count "-> invalid usage:" $((2 * n)) "loomGroupEnd without loomGroupStart, a group with two streams on one comm: invalid usage on each of $n ranks"
 done
 

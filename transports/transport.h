@@ -24,7 +24,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define LOOM_TRANSPORT_API_VERSION 2
+#define LOOM_TRANSPORT_API_VERSION 3
 
 /* What a transport learns about the communicator at init. */
 struct loom_transport_comm {
@@ -32,6 +32,8 @@ struct loom_transport_comm {
   const uint8_t *secret;      /* LOOM_SECRET_BYTES; authenticates connections */
   const void *local_sockaddr; /* union loom_sockaddr: the address to listen on */
   const char *comm_name;      /* for messages */
+  const int *local_ranks;     /* the ranks on this host (this one included), ascending */
+  int nlocal;
 };
 
 /* One posted send or receive.  The caller owns it and must keep it (and
@@ -69,8 +71,17 @@ struct loom_transport {
   /* Fills at most max entries; returns how many. */
   int (*poll_fds)(void *ctx, struct pollfd *fds, int max);
   void (*fini)(void *ctx);
+  /* 1: some data arrives without waking any fd (shared memory), so a
+   * waiter must come back to progress() within a short time. */
+  int busy_wait;
 };
 
 extern const struct loom_transport loom_transport_tcp;
+extern const struct loom_transport loom_transport_shm;
+/* Routes each peer to shm (same host, unless LOOM_SHM_DISABLE=1) or tcp. */
+extern const struct loom_transport loom_transport_mux;
+/* Whether a mux context currently routes any peer over a busy-wait
+ * transport. */
+int loom_mux_busy_wait(void *mux_ctx);
 
 #endif

@@ -99,20 +99,32 @@ void loom_comm_wait_tasks(loomComm_t comm) {
 static loomResult_t connect_transport(loomComm_t comm) {
   if (comm->nranks == 1)
     return loomSuccess;
-  comm->tp = &loom_transport_tcp;
+  comm->tp = &loom_transport_mux;
+  /* The ranks of this host, from the host ids exchanged at rendezvous. */
+  int *local = malloc(sizeof(int) * (size_t)comm->nranks), nlocal = 0;
+  if (local == NULL)
+    return loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
+  const char *me = loom_bootstrap_peer(comm->bs, comm->rank)->hostid;
+  for (int r = 0; r < comm->nranks; r++)
+    if (strcmp(loom_bootstrap_peer(comm->bs, r)->hostid, me) == 0)
+      local[nlocal++] = r;
   struct loom_transport_comm info = {
       .rank = comm->rank,
       .nranks = comm->nranks,
       .secret = loom_bootstrap_secret(comm->bs),
       .local_sockaddr = loom_bootstrap_local_addr(comm->bs),
       .comm_name = comm->name,
+      .local_ranks = local,
+      .nlocal = nlocal,
   };
   size_t ab = comm->tp->addr_bytes;
   int *peers = NULL;
   void **conns = NULL;
   char *addrs = calloc((size_t)comm->nranks, ab);
-  if (addrs == NULL)
+  if (addrs == NULL) {
+    free(local);
     return loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
+  }
   loomResult_t res;
   LOOM_CHECK_GOTO(comm->tp->init(&info, &comm->tp_ctx, addrs + (size_t)comm->rank * ab), res,
                   out);
@@ -135,6 +147,7 @@ out:
   free(addrs);
   free(peers);
   free(conns);
+  free(local);
   return res;
 }
 
@@ -154,6 +167,7 @@ static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
   e->wake_fd = comm->wake_fd;
   e->timeout_ms = comm->timeout_ms;
   e->spin_us = (int)loom_param_int(LOOM_PARAM_SPIN_US);
+  e->busy_wait = comm->tp != NULL && loom_mux_busy_wait(comm->tp_ctx);
   e->chunk_bytes = (size_t)loom_param_int(LOOM_PARAM_CHUNK_BYTES);
   LOOM_CHECK(loom_engine_init(e));
   LOOM_INFO(LOOM_LOG_INIT,

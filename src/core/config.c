@@ -69,6 +69,9 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          "inside loomGroupStart/End, consecutive all-reduces (and "
          "all-gathers) of one communicator, type and op are fused into one "
          "call of up to this many bytes; 0 disables fusion"},
+    [LOOM_PARAM_SHM_DISABLE] =
+        {"LOOM_SHM_DISABLE", LOOM_PARAM_T_INT, "0", 0, 1,
+         "1: ranks on one host talk over TCP instead of shared memory"},
 };
 
 struct param_value {

@@ -25,6 +25,10 @@
 #define ENGINE_RECV_FIFO 64
 #define ENGINE_MAX_POLL_FDS 256
 #define ENGINE_POLL_SLICE_MS 1000
+/* Sleeps between checks of a busy-wait transport (shared memory) grow
+ * from MIN to MAX microseconds, 1/8 of the time spent waiting so far. */
+#define ENGINE_BUSY_MIN_US 20
+#define ENGINE_BUSY_MAX_US 1000
 /* After a timeout, how long to listen for upstream notices naming the rank
  * that is really stuck. */
 #define ENGINE_BLAME_GRACE_MS 1000
@@ -568,7 +572,7 @@ static loomResult_t fail_run(struct run *r, struct loom_notice nt, const char *d
  * *notice_ready tells whether the bootstrap notice socket is readable (it
  * is only looked at here: checking it while spinning costs a syscall per
  * turn). */
-static loomResult_t wait_kernel(struct run *r, int ms, int *notice_ready) {
+static loomResult_t wait_kernel(struct run *r, int us, int *notice_ready) {
   struct loom_engine *e = r->e;
   struct pollfd fds[ENGINE_MAX_POLL_FDS + 2];
   int n = e->tp->poll_fds(e->tp_ctx, fds, ENGINE_MAX_POLL_FDS);
@@ -586,7 +590,8 @@ static loomResult_t wait_kernel(struct run *r, int ms, int *notice_ready) {
     fds[n].revents = 0;
     n++;
   }
-  if (poll(fds, (nfds_t)n, ms) < 0 && errno != EINTR)
+  struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
+  if (ppoll(fds, (nfds_t)n, &ts, NULL) < 0 && errno != EINTR)
     return loom_error(loomSystemError, LOOM_LOG_COLL, "poll: %s", strerror(errno));
   *notice_ready = notice_idx >= 0 && fds[notice_idx].revents != 0;
   return loomSuccess;
@@ -705,13 +710,20 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
       sched_yield();
       continue;
     }
-    int ms = ENGINE_POLL_SLICE_MS;
+    int us = ENGINE_POLL_SLICE_MS * 1000;
+    if (e->busy_wait) {
+      /* Shared-memory data wakes no fd: sleep in growing steps, so that
+       * ranks outnumbering cores still let their peers run. */
+      us = (int)((now - last_progress - spin_ns) / 8000u) + ENGINE_BUSY_MIN_US;
+      if (us > ENGINE_BUSY_MAX_US)
+        us = ENGINE_BUSY_MAX_US;
+    }
     if (timeout_ns) {
       uint64_t left = last_progress + timeout_ns - now;
-      if (left / 1000000u + 1 < (uint64_t)ms)
-        ms = (int)(left / 1000000u) + 1;
+      if (left / 1000u + 1 < (uint64_t)us)
+        us = (int)(left / 1000u) + 1;
     }
-    loomResult_t wres = wait_kernel(&r, ms, &notice_ready);
+    loomResult_t wres = wait_kernel(&r, us, &notice_ready);
     if (wres != loomSuccess) {
       struct loom_notice self = {e->rank, e->rank, LOOM_NOTICE_DIED, {0, 0}, {0, 0}};
       return fail_run(&r, self, loom_last_error());

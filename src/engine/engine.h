@@ -22,6 +22,7 @@ struct loom_engine {
   int wake_fd;                   /* eventfd written by loomCommAbort */
   int timeout_ms;                /* no progress for this long = loomTimeout */
   int spin_us;
+  int busy_wait;                 /* the transport needs polling (shared memory) */
   size_t chunk_bytes;
   /* scratch, grown on demand */
   void *temp;                    /* reduce landing slots */

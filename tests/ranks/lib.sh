@@ -22,7 +22,7 @@ expect_count() {
   if [ "$got" -eq "$2" ]; then pass "$3"; else fail "$3 (expected $2 lines matching '$1', got $got; rc=$rc)"; printf '%s\n' "$out" | tail -n 30; fi
 }
 
-# No rank of a test may outlive it.
+# No rank of a test may outlive it, nor leave a shared-memory segment.
 check_no_leftovers() {
   sleep 0.2
   if pgrep -f "$TESTBIN/ranks/$1" >/dev/null; then
@@ -30,6 +30,13 @@ check_no_leftovers() {
     pkill -9 -f "$TESTBIN/ranks/$1"
   else
     pass "no $1 process left behind"
+  fi
+  left=$(ls /dev/shm 2>/dev/null | grep '^loom-' | head -3)
+  if [ -n "$left" ]; then
+    fail "shared-memory segments left in /dev/shm: $left"
+    rm -f /dev/shm/loom-*
+  else
+    pass "no loom segment left in /dev/shm"
   fi
 }
 

@@ -23,6 +23,11 @@ for n in $counts; do
   expect_count "cases passed" $n "every collective, full matrix on $n ranks"
   expect_every_coll "$n ranks"
 done
+# The same matrix over TCP (ranks of one host use shared memory by default).
+for n in 3 8; do
+  LOOM_SHM_DISABLE=1 run_ranks $n 300 "$CT"
+  expect_count "cases passed" $n "every collective over TCP (LOOM_SHM_DISABLE=1), $n ranks"
+done
 # Above the 512 KiB chunk: pipelined chain broadcast/reduce and rings, odd counts.
 run_ranks 5 300 "$CT" -s 1,3,1021,300007 -t float64,float16,int8 -o sum,avg,min,premulsum
 expect_count "cases passed" 5 "up to 2.4 MB (300007 float64), 5 ranks"

@@ -13,18 +13,24 @@ run_ranks_keep() {
   out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --keep-going --timeout "$t" -n "$n" "$@" 2>&1)
   rc=$?
 }
-kill_case 2 1
-kill_case 3 0
-kill_case 8 5
-run_ranks_keep 4 120 "$FT" --stall 2 1500
-expect_count "gave up on stalled rank 2" 3 "stalled rank named by the 3 others within timeout_ms"
-run_ranks_keep 8 120 "$FT" --stall 5 1500
-expect_count "gave up on stalled rank 5" 7 "8 ranks (recursive doubling): stalled rank 5 named by the 7 others"
-run_ranks_keep 4 120 "$FT" --abort-rank 2
-expect_count "learned of rank 2's abort" 3 "a rank's loomCommAbort is named as an abort by the others"
-run_ranks_keep 3 120 "$FT" --mismatch
-expect_count "mismatch detected .*invalid usage" 3 "count mismatch: loomInvalidUsage on every rank"
-run_ranks_keep 2 60 "$FT" --abort
-expect_count "abort ended the blocked collective" 1 "loomCommAbort from another thread"
+# Every case over shared memory (the default on one host), then over TCP.
+for shm_off in 0 1; do
+  export LOOM_SHM_DISABLE=$shm_off
+  echo "# LOOM_SHM_DISABLE=$shm_off"
+  kill_case 2 1
+  kill_case 3 0
+  kill_case 8 5
+  run_ranks_keep 4 120 "$FT" --stall 2 1500
+  expect_count "gave up on stalled rank 2" 3 "stalled rank named by the 3 others within timeout_ms"
+  run_ranks_keep 8 120 "$FT" --stall 5 1500
+  expect_count "gave up on stalled rank 5" 7 "8 ranks (recursive doubling): stalled rank 5 named by the 7 others"
+  run_ranks_keep 4 120 "$FT" --abort-rank 2
+  expect_count "learned of rank 2's abort" 3 "a rank's loomCommAbort is named as an abort by the others"
+  run_ranks_keep 3 120 "$FT" --mismatch
+  expect_count "mismatch detected .*invalid usage" 3 "count mismatch: loomInvalidUsage on every rank"
+  run_ranks_keep 2 60 "$FT" --abort
+  expect_count "abort ended the blocked collective" 1 "loomCommAbort from another thread"
+done
+unset LOOM_SHM_DISABLE
 check_no_leftovers fault_test
 finish

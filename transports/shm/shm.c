@@ -1,0 +1,350 @@
+/*
+ * shm.c — the shared-memory transport between ranks of one host: set-up
+ * (create this rank's segment, map the peers', unlink once all mapped),
+ * moving messages through the FIFOs, and noticing a peer whose process is
+ * gone (pid liveness) instead of waiting out the timeout.
+ */
+#include "shm.h"
+#include "core/error.h"
+#include "core/timeutil.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define SHM_CELLS 8
+#define SHM_CELL_BYTES (64u << 10) /* including the header line */
+#define SHM_PAYLOAD (SHM_CELL_BYTES - SHM_LINE)
+#define SHM_ADDR_BYTES (SHM_NAME_BYTES + 8)
+#define SHM_PID_CHECK_NS 50000000ull /* look for dead peers every 50 ms of stillness */
+
+struct xferq {
+  struct loom_xfer **items;
+  size_t head, count, cap;
+};
+
+struct shm_conn {
+  struct shm_ctx *ctx;
+  int peer;
+  pid_t pid;
+  struct shm_seg peer_seg; /* the peer's segment, holding our FIFO to it */
+  uint32_t out_fifo, in_fifo;
+  uint64_t next_write, next_read; /* cell indices */
+  struct xferq sendq, recvq;
+  size_t send_off, recv_off; /* bytes done of the front messages */
+  loomResult_t failed;
+};
+
+struct shm_ctx {
+  int rank, nranks, my_local;
+  int *local_index; /* per rank: index among this host's ranks, -1 elsewhere */
+  struct shm_seg own;
+  struct shm_conn **open;
+  int nopen;
+  uint64_t still_since; /* when progress last moved nothing after moving */
+};
+
+static int q_push(struct xferq *q, struct loom_xfer *x) {
+  if (q->count == q->cap) {
+    size_t cap = q->cap ? 2 * q->cap : 64;
+    struct loom_xfer **items = malloc(cap * sizeof *items);
+    if (items == NULL)
+      return -1;
+    for (size_t i = 0; i < q->count; i++)
+      items[i] = q->items[(q->head + i) % q->cap];
+    free(q->items);
+    q->items = items;
+    q->head = 0;
+    q->cap = cap;
+  }
+  q->items[(q->head + q->count++) % q->cap] = x;
+  return 0;
+}
+
+static struct loom_xfer *q_front(const struct xferq *q) {
+  return q->count ? q->items[q->head] : NULL;
+}
+
+static void q_pop(struct xferq *q) {
+  q->head = (q->head + 1) % q->cap;
+  q->count--;
+}
+
+static loomResult_t shm_init(const struct loom_transport_comm *info, void **out, void *addr) {
+  struct shm_ctx *ctx = calloc(1, sizeof *ctx);
+  if (ctx == NULL || (ctx->local_index = malloc(sizeof(int) * (size_t)info->nranks)) == NULL ||
+      (ctx->open = calloc((size_t)info->nranks, sizeof *ctx->open)) == NULL) {
+    if (ctx != NULL)
+      free(ctx->local_index);
+    free(ctx);
+    return loom_error(loomSystemError, LOOM_LOG_NET, "out of memory");
+  }
+  ctx->rank = info->rank;
+  ctx->nranks = info->nranks;
+  for (int r = 0; r < info->nranks; r++)
+    ctx->local_index[r] = -1;
+  for (int i = 0; i < info->nlocal; i++)
+    ctx->local_index[info->local_ranks[i]] = i;
+  ctx->my_local = ctx->local_index[info->rank];
+  shm_seg_remove_stale();
+  loomResult_t res = shm_seg_create(&ctx->own, (uint32_t)info->nlocal, SHM_CELLS,
+                                    SHM_CELL_BYTES, info->rank);
+  if (res != loomSuccess) {
+    free(ctx->local_index);
+    free(ctx->open);
+    free(ctx);
+    return res;
+  }
+  memset(addr, 0, SHM_ADDR_BYTES);
+  memcpy(addr, ctx->own.name, strlen(ctx->own.name));
+  int32_t pid = (int32_t)getpid();
+  memcpy((char *)addr + SHM_NAME_BYTES, &pid, sizeof pid);
+  LOOM_INFO(LOOM_LOG_NET, "shm: rank %d: segment %s, %u FIFOs of %u x %u bytes", info->rank,
+            ctx->own.name, (unsigned)info->nlocal, SHM_CELLS, SHM_CELL_BYTES);
+  *out = ctx;
+  return loomSuccess;
+}
+
+static void free_conn(struct shm_conn *c) {
+  if (c == NULL)
+    return;
+  shm_seg_close(&c->peer_seg);
+  free(c->sendq.items);
+  free(c->recvq.items);
+  free(c);
+}
+
+/* Waits (bounded) until every local peer has mapped this rank's segment,
+ * then unlinks it: from here on nothing is left in /dev/shm whatever
+ * happens to the processes. */
+static loomResult_t unlink_when_mapped(struct shm_ctx *ctx, int expected, uint64_t deadline) {
+  struct shm_seg_hdr *h = ctx->own.base;
+  while (__atomic_load_n(&h->mapped, __ATOMIC_ACQUIRE) < expected) {
+    if (loom_ms_left(deadline) <= 0) {
+      shm_seg_unlink(&ctx->own);
+      return loom_error(loomTimeout, LOOM_LOG_NET,
+                        "shm: rank %d: only %d of %d local peers mapped its segment before "
+                        "the bootstrap timeout",
+                        ctx->rank, (int)h->mapped, expected);
+    }
+    usleep(100);
+  }
+  shm_seg_unlink(&ctx->own);
+  return loomSuccess;
+}
+
+static loomResult_t shm_connect(void *vctx, int npeers, const int *peers, const void *addrs,
+                                uint64_t deadline, void **conns) {
+  struct shm_ctx *ctx = vctx;
+  loomResult_t res = loomSuccess;
+  int made = 0;
+  for (int i = 0; i < npeers; i++) {
+    int p = peers[i];
+    const char *blob = (const char *)addrs + (size_t)p * SHM_ADDR_BYTES;
+    struct shm_conn *c = calloc(1, sizeof *c);
+    if (c == NULL) {
+      res = loom_error(loomSystemError, LOOM_LOG_NET, "out of memory");
+      break;
+    }
+    char name[SHM_NAME_BYTES + 1];
+    memcpy(name, blob, SHM_NAME_BYTES);
+    name[SHM_NAME_BYTES] = '\0';
+    int32_t pid;
+    memcpy(&pid, blob + SHM_NAME_BYTES, sizeof pid);
+    c->ctx = ctx;
+    c->peer = p;
+    c->pid = (pid_t)pid;
+    c->out_fifo = (uint32_t)ctx->my_local;
+    c->in_fifo = (uint32_t)ctx->local_index[p];
+    res = shm_seg_map(&c->peer_seg, name, ctx->rank, p);
+    if (res != loomSuccess) {
+      loom_error(res, LOOM_LOG_NET, "%s", loom_last_error());
+      free(c);
+      break;
+    }
+    struct shm_seg_hdr *ph = c->peer_seg.base;
+    __atomic_add_fetch(&ph->mapped, 1, __ATOMIC_RELEASE);
+    conns[i] = c;
+    ctx->open[ctx->nopen++] = c;
+    made++;
+  }
+  if (res == loomSuccess)
+    res = unlink_when_mapped(ctx, npeers, deadline);
+  else
+    shm_seg_unlink(&ctx->own);
+  if (res == loomSuccess)
+    LOOM_INFO(LOOM_LOG_NET, "shm: rank %d connected to %d local peer(s); segment unlinked",
+              ctx->rank, made);
+  return res;
+}
+
+static loomResult_t fail_conn(struct shm_conn *c, loomResult_t code, const char *fmt,
+                              const char *detail) {
+  if (c->failed == loomSuccess)
+    c->failed = loom_error_record(code, fmt, c->ctx->rank, c->peer, detail);
+  return c->failed;
+}
+
+static loomResult_t shm_isend(void *conn, struct loom_xfer *x) {
+  struct shm_conn *c = conn;
+  if (c->failed != loomSuccess)
+    return c->failed;
+  x->done = 0;
+  x->fp_mismatch = 0;
+  if (q_push(&c->sendq, x) != 0)
+    return loom_error_record(loomSystemError, "out of memory queueing a message for rank %d",
+                             c->peer);
+  return loomSuccess;
+}
+
+static loomResult_t shm_irecv(void *conn, struct loom_xfer *x) {
+  struct shm_conn *c = conn;
+  if (c->failed != loomSuccess)
+    return c->failed;
+  x->done = 0;
+  x->fp_mismatch = 0;
+  if (q_push(&c->recvq, x) != 0)
+    return loom_error_record(loomSystemError, "out of memory queueing a receive from rank %d",
+                             c->peer);
+  return loomSuccess;
+}
+
+/* Writes as many cells of the queued sends as the FIFO has room for. */
+static void push_sends(struct shm_conn *c, int *progressed) {
+  const struct shm_fifo_ctl *ctl = shm_fifo_ctl(&c->peer_seg, c->out_fifo);
+  uint64_t tail = __atomic_load_n(&ctl->tail, __ATOMIC_ACQUIRE);
+  struct loom_xfer *x;
+  while ((x = q_front(&c->sendq)) != NULL) {
+    if (c->next_write - tail >= SHM_CELLS) {
+      tail = __atomic_load_n(&ctl->tail, __ATOMIC_ACQUIRE);
+      if (c->next_write - tail >= SHM_CELLS)
+        return; /* full */
+    }
+    struct shm_cell_hdr *cell = shm_cell(&c->peer_seg, c->out_fifo, c->next_write);
+    size_t left = x->len - c->send_off, part = left < SHM_PAYLOAD ? left : SHM_PAYLOAD;
+    if (x->len <= SHM_INLINE_BYTES)
+      memcpy(cell->inline_data, x->buf, x->len);
+    else
+      memcpy((char *)cell + SHM_LINE, (const char *)x->buf + c->send_off, part);
+    cell->len = (uint32_t)part;
+    cell->total = x->len;
+    cell->fp[0] = x->fp[0];
+    cell->fp[1] = x->fp[1];
+    __atomic_store_n(&cell->seq, c->next_write + 1, __ATOMIC_RELEASE);
+    c->next_write++;
+    c->send_off += part;
+    *progressed = 1;
+    if (c->send_off == x->len) {
+      c->send_off = 0;
+      q_pop(&c->sendq);
+      x->done = 1;
+    }
+  }
+}
+
+/* Copies arrived cells into the posted receives, in order. */
+static loomResult_t pull_recvs(struct shm_conn *c, int *progressed) {
+  struct shm_fifo_ctl *ctl = shm_fifo_ctl(&c->ctx->own, c->in_fifo);
+  struct loom_xfer *x;
+  while ((x = q_front(&c->recvq)) != NULL) {
+    struct shm_cell_hdr *cell = shm_cell(&c->ctx->own, c->in_fifo, c->next_read);
+    if (__atomic_load_n(&cell->seq, __ATOMIC_ACQUIRE) != c->next_read + 1)
+      return loomSuccess;
+    if (cell->fp[0] != x->fp[0] || cell->fp[1] != x->fp[1]) {
+      x->peer_fp[0] = cell->fp[0];
+      x->peer_fp[1] = cell->fp[1];
+      x->fp_mismatch = 1;
+      return fail_conn(c, loomInvalidUsage, "rank %d: rank %d's message belongs to another call%s",
+                       "");
+    }
+    if (cell->total != x->len || c->recv_off + cell->len > x->len) {
+      char detail[96];
+      snprintf(detail, sizeof detail, ": %llu bytes where %zu were expected",
+               (unsigned long long)cell->total, x->len);
+      return fail_conn(c, loomInvalidUsage, "rank %d: rank %d sent a message of another size%s",
+                       detail);
+    }
+    if (x->len <= SHM_INLINE_BYTES)
+      memcpy(x->buf, cell->inline_data, x->len);
+    else
+      memcpy((char *)x->buf + c->recv_off, (const char *)cell + SHM_LINE, cell->len);
+    c->recv_off += cell->len;
+    c->next_read++;
+    __atomic_store_n(&ctl->tail, c->next_read, __ATOMIC_RELEASE);
+    *progressed = 1;
+    if (c->recv_off == x->len) {
+      c->recv_off = 0;
+      q_pop(&c->recvq);
+      x->done = 1;
+    }
+  }
+  return loomSuccess;
+}
+
+/* A peer with work pending whose process is gone has died. */
+static void check_alive(struct shm_ctx *ctx) {
+  for (int i = 0; i < ctx->nopen; i++) {
+    struct shm_conn *c = ctx->open[i];
+    if (c->failed == loomSuccess && (c->sendq.count || c->recvq.count) &&
+        kill(c->pid, 0) != 0 && errno == ESRCH) {
+      char detail[64];
+      snprintf(detail, sizeof detail, " (pid %d no longer runs)", (int)c->pid);
+      fail_conn(c, loomRemoteError, "rank %d: rank %d's process exited%s", detail);
+    }
+  }
+}
+
+static loomResult_t shm_progress(void *vctx, int *progressed, int *failed_peer) {
+  struct shm_ctx *ctx = vctx;
+  int moved = 0;
+  for (int i = 0; i < ctx->nopen; i++) {
+    struct shm_conn *c = ctx->open[i];
+    if (c->failed == loomSuccess) {
+      push_sends(c, &moved);
+      pull_recvs(c, &moved);
+    }
+    if (c->failed != loomSuccess) {
+      *failed_peer = c->peer;
+      return c->failed;
+    }
+  }
+  uint64_t now = loom_now_ns();
+  if (moved) {
+    *progressed = 1;
+    ctx->still_since = now;
+  } else if (now - ctx->still_since > SHM_PID_CHECK_NS) {
+    ctx->still_since = now;
+    check_alive(ctx);
+  }
+  return loomSuccess;
+}
+
+static int shm_poll_fds(void *vctx, struct pollfd *fds, int max) { return 0; }
+
+static void shm_fini(void *vctx) {
+  struct shm_ctx *ctx = vctx;
+  for (int i = 0; i < ctx->nopen; i++)
+    free_conn(ctx->open[i]);
+  shm_seg_close(&ctx->own);
+  free(ctx->open);
+  free(ctx->local_index);
+  free(ctx);
+}
+
+const struct loom_transport loom_transport_shm = {
+    .name = "shm",
+    .api_version = LOOM_TRANSPORT_API_VERSION,
+    .addr_bytes = SHM_ADDR_BYTES,
+    .init = shm_init,
+    .connect = shm_connect,
+    .isend = shm_isend,
+    .irecv = shm_irecv,
+    .progress = shm_progress,
+    .poll_fds = shm_poll_fds,
+    .fini = shm_fini,
+    .busy_wait = 1,
+};

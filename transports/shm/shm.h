@@ -1,0 +1,76 @@
+/*
+ * shm.h — internals of the shared-memory transport.
+ *
+ * Every rank owns one POSIX shared-memory segment holding one FIFO per
+ * local peer: the FIFO from peer p to this rank lives in this rank's
+ * segment, and p maps the segment to write into it (single producer,
+ * single consumer).  A FIFO is a ring of cells; a cell's first cache line
+ * holds its sequence flag, the part's length, the message's length and
+ * fingerprint and, for messages of up to SHM_INLINE_BYTES, the data itself:
+ * a small message costs the reader one cache line and no system call.
+ * Larger messages are cut into cell-sized parts (the bulk protocol).
+ *
+ * The segment is unlinked as soon as every local peer has mapped it, so a
+ * rank killed later leaves nothing in /dev/shm; one killed during set-up
+ * leaves a segment named after its pid, which the next init removes.
+ */
+#ifndef LOOM_TRANSPORT_SHM_H
+#define LOOM_TRANSPORT_SHM_H
+
+#include "transport.h"
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SHM_LINE 64
+#define SHM_INLINE_BYTES 24
+#define SHM_NAME_BYTES 48
+#define SHM_SEG_MAGIC 0x4c4d5348u /* "LMSH" */
+
+/* The first cache line of a cell. */
+struct shm_cell_hdr {
+  volatile uint64_t seq; /* index + 1 once the cell is full */
+  uint32_t len;          /* bytes of this part */
+  uint32_t pad;
+  uint64_t total;        /* bytes of the whole message */
+  uint64_t fp[2];        /* the call's fingerprint */
+  uint8_t inline_data[SHM_INLINE_BYTES];
+};
+
+/* A FIFO's control block: the consumer's position on its own line. */
+struct shm_fifo_ctl {
+  volatile uint64_t tail; /* cells consumed */
+  char pad[SHM_LINE - 8];
+};
+
+struct shm_seg_hdr {
+  uint32_t magic, nfifos;
+  uint32_t cells, cell_bytes; /* per FIFO; cell_bytes includes the header line */
+  int32_t owner_pid;
+  volatile int32_t mapped; /* peers that mapped this segment */
+  char pad[SHM_LINE - 24];
+};
+
+/* A mapped segment (own or a peer's). */
+struct shm_seg {
+  char name[SHM_NAME_BYTES];
+  void *base;
+  size_t bytes;
+  int unlinked;
+};
+
+/* shm_segment.c */
+size_t shm_seg_bytes(uint32_t nfifos, uint32_t cells, uint32_t cell_bytes);
+/* Creates this rank's segment; checks /dev/shm has room, saying how much
+ * is needed and suggesting LOOM_SHM_DISABLE=1 when not. */
+loomResult_t shm_seg_create(struct shm_seg *seg, uint32_t nfifos, uint32_t cells,
+                            uint32_t cell_bytes, int rank);
+loomResult_t shm_seg_map(struct shm_seg *seg, const char *name, int rank, int peer);
+void shm_seg_unlink(struct shm_seg *seg);
+void shm_seg_close(struct shm_seg *seg);
+/* Removes segments of this naming scheme whose creator no longer runs. */
+void shm_seg_remove_stale(void);
+struct shm_fifo_ctl *shm_fifo_ctl(const struct shm_seg *seg, uint32_t fifo);
+struct shm_cell_hdr *shm_cell(const struct shm_seg *seg, uint32_t fifo, uint64_t index);
+
+#endif

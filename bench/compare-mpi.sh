@@ -87,7 +87,8 @@ awk -v inplace="$INPLACE" -v np="$NP" -v coll="$COLL" '
     t = inplace ? $9 : $5
     if (!(($1) in seen)) { seen[$1] = 1; order[n++] = $1 }
     times[side, $1] = times[side, $1] " " t
-    if (side == "loom" && (inplace ? $12 : $8) != "0") wrong[$1] = 1
+    w = inplace ? $12 : $8
+    if (side == "loom" && w != "0" && w != "N/A") wrong[$1] = 1
   }
   END {
     factor = (coll == "allgather") ? (np - 1) / np : 2 * (np - 1) / np

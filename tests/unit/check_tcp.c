@@ -143,7 +143,9 @@ static void pair_init_rank(struct pair *pr, int r) {
   memset(&local, 0, sizeof local);
   local.sin.sin_family = AF_INET;
   local.sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  struct loom_transport_comm info = {r, 2, pr->secret[r], &local, "check_tcp"};
+  struct loom_transport_comm info = {
+      .rank = r, .nranks = 2, .secret = pr->secret[r], .local_sockaddr = &local,
+      .comm_name = "check_tcp"};
   memset(pr->addrs + r * 20, 0, 20);
   loomResult_t res = tp->init(&info, &pr->ctx[r], pr->addrs + r * 20);
   ck_assert_msg(res == loomSuccess, "init rank %d: %s", r, loomGetLastError(NULL));

@@ -1,0 +1,205 @@
+/*
+ * check_shm.c — the shared-memory transport in one process: two "ranks"
+ * (contexts) connected by two threads, then messages of every protocol
+ * (inline, one cell, many cells, more than the FIFO holds, hundreds
+ * queued) moved by progress calls, compared byte by byte; fingerprint and
+ * size mismatches; segments gone from /dev/shm once connected.
+ */
+#include "core/timeutil.h"
+#include "transport.h"
+
+#include <check.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define ADDR 56 /* loom_transport_shm.addr_bytes */
+
+static const struct loom_transport *tp = &loom_transport_shm;
+
+struct pair {
+  void *ctx[2], *conn[2];
+  char addrs[2 * ADDR];
+};
+
+struct connect_arg {
+  struct pair *pr;
+  int rank;
+  loomResult_t res;
+};
+
+static void *connect_main(void *p) {
+  struct connect_arg *a = p;
+  int peer = 1 - a->rank;
+  a->res = tp->connect(a->pr->ctx[a->rank], 1, &peer, a->pr->addrs, loom_deadline_ms(10000),
+                       &a->pr->conn[a->rank]);
+  return NULL;
+}
+
+static void pair_open(struct pair *pr) {
+  static const int local[2] = {0, 1};
+  ck_assert_int_eq(tp->addr_bytes, ADDR);
+  for (int r = 0; r < 2; r++) {
+    struct loom_transport_comm info = {.rank = r, .nranks = 2, .comm_name = "check_shm",
+                                       .local_ranks = local, .nlocal = 2};
+    ck_assert_int_eq(tp->init(&info, &pr->ctx[r], pr->addrs + r * ADDR), loomSuccess);
+  }
+  pthread_t th[2];
+  struct connect_arg args[2] = {{pr, 0, loomInternalError}, {pr, 1, loomInternalError}};
+  for (int r = 0; r < 2; r++)
+    ck_assert_int_eq(pthread_create(&th[r], NULL, connect_main, &args[r]), 0);
+  for (int r = 0; r < 2; r++) {
+    pthread_join(th[r], NULL);
+    ck_assert_int_eq(args[r].res, loomSuccess);
+  }
+}
+
+static void pair_close(struct pair *pr) {
+  for (int r = 0; r < 2; r++)
+    tp->fini(pr->ctx[r]);
+}
+
+/* Progresses both sides until every xfer is done; returns the first error. */
+static loomResult_t run_until(struct pair *pr, struct loom_xfer **xs, int n, int *failed) {
+  uint64_t end = loom_deadline_ms(10000);
+  for (;;) {
+    int all = 1, progressed = 0;
+    for (int i = 0; i < n; i++)
+      all &= xs[i]->done;
+    if (all)
+      return loomSuccess;
+    for (int r = 0; r < 2; r++) {
+      loomResult_t res = tp->progress(pr->ctx[r], &progressed, failed);
+      if (res != loomSuccess)
+        return res;
+    }
+    if (loom_ms_left(end) == 0)
+      return loomTimeout;
+  }
+}
+
+static void fill(uint8_t *b, size_t n, unsigned seed) {
+  for (size_t i = 0; i < n; i++)
+    b[i] = (uint8_t)(i * 131u + seed * 7u + (i >> 9));
+}
+
+static void exchange(size_t len) {
+  struct pair pr;
+  pair_open(&pr);
+  uint8_t *s = malloc(len + 1), *r = malloc(len + 1);
+  fill(s, len, (unsigned)len);
+  memset(r, 0xee, len + 1);
+  struct loom_xfer sx = {.buf = s, .len = len, .fp = {7, (uint64_t)len}};
+  struct loom_xfer rx = {.buf = r, .len = len, .fp = {7, (uint64_t)len}};
+  ck_assert_int_eq(tp->irecv(pr.conn[1], &rx), loomSuccess);
+  ck_assert_int_eq(tp->isend(pr.conn[0], &sx), loomSuccess);
+  struct loom_xfer *xs[] = {&sx, &rx};
+  int failed = -1;
+  ck_assert_int_eq(run_until(&pr, xs, 2, &failed), loomSuccess);
+  ck_assert_msg(memcmp(s, r, len) == 0, "%zu bytes arrived changed", len);
+  ck_assert_int_eq(r[len], 0xee); /* nothing written past the message */
+  pair_close(&pr);
+  free(s);
+  free(r);
+}
+
+START_TEST(sizes) {
+  static const size_t lens[] = {1, 23, 24, 25, 64, 4096, 65472, 65473, 131072,
+                                (1u << 20) + 3}; /* the last is twice the FIFO */
+  for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+    exchange(lens[i]);
+}
+END_TEST
+
+START_TEST(many_queued_both_ways) {
+  struct pair pr;
+  pair_open(&pr);
+  enum { N = 300 };
+  static uint8_t sbuf[2][N][40], rbuf[2][N][40];
+  static struct loom_xfer sx[2][N], rx[2][N];
+  struct loom_xfer *xs[4 * N];
+  int k = 0;
+  for (int d = 0; d < 2; d++)
+    for (int i = 0; i < N; i++) {
+      size_t len = 1 + (size_t)(i % 40);
+      fill(sbuf[d][i], len, (unsigned)(i + d * 1000));
+      memset(rbuf[d][i], 0, sizeof rbuf[d][i]);
+      sx[d][i] = (struct loom_xfer){.buf = sbuf[d][i], .len = len, .fp = {1, 2}};
+      rx[d][i] = (struct loom_xfer){.buf = rbuf[d][i], .len = len, .fp = {1, 2}};
+      ck_assert_int_eq(tp->isend(pr.conn[d], &sx[d][i]), loomSuccess);
+      ck_assert_int_eq(tp->irecv(pr.conn[1 - d], &rx[d][i]), loomSuccess);
+      xs[k++] = &sx[d][i];
+      xs[k++] = &rx[d][i];
+    }
+  int failed = -1;
+  ck_assert_int_eq(run_until(&pr, xs, k, &failed), loomSuccess);
+  for (int d = 0; d < 2; d++)
+    for (int i = 0; i < N; i++)
+      ck_assert_msg(memcmp(sbuf[d][i], rbuf[d][i], 1 + (size_t)(i % 40)) == 0,
+                    "message %d of direction %d changed or out of order", i, d);
+  pair_close(&pr);
+}
+END_TEST
+
+static void mismatch(size_t slen, size_t rlen, uint64_t sfp, uint64_t rfp) {
+  struct pair pr;
+  pair_open(&pr);
+  uint8_t s[100] = {0}, r[100];
+  struct loom_xfer sx = {.buf = s, .len = slen, .fp = {sfp, 9}};
+  struct loom_xfer rx = {.buf = r, .len = rlen, .fp = {rfp, 9}};
+  ck_assert_int_eq(tp->isend(pr.conn[0], &sx), loomSuccess);
+  ck_assert_int_eq(tp->irecv(pr.conn[1], &rx), loomSuccess);
+  struct loom_xfer *xs[] = {&sx, &rx};
+  int failed = -1;
+  ck_assert_int_eq(run_until(&pr, xs, 2, &failed), loomInvalidUsage);
+  ck_assert_int_eq(failed, 0);
+  ck_assert_int_eq(rx.done, 0);
+  ck_assert_int_eq(rx.fp_mismatch, sfp != rfp);
+  if (sfp != rfp)
+    ck_assert(rx.peer_fp[0] == sfp && rx.peer_fp[1] == 9);
+  /* The failure sticks to the connection. */
+  struct loom_xfer rx2 = {.buf = r, .len = 1};
+  ck_assert_int_eq(tp->irecv(pr.conn[1], &rx2), loomInvalidUsage);
+  pair_close(&pr);
+}
+
+START_TEST(fingerprint_mismatch) { mismatch(10, 10, 5, 6); }
+END_TEST
+
+START_TEST(size_mismatch) { mismatch(10, 20, 5, 5); }
+END_TEST
+
+START_TEST(segments_unlinked) {
+  struct pair pr;
+  pair_open(&pr);
+  for (int r = 0; r < 2; r++) {
+    char path[128] = "/dev/shm";
+    size_t n = strnlen(pr.addrs + r * ADDR, 48);
+    memcpy(path + 8, pr.addrs + r * ADDR, n);
+    path[8 + n] = '\0';
+    struct stat st;
+    ck_assert_msg(stat(path, &st) != 0, "%s still exists after connect", path);
+  }
+  pair_close(&pr);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("shm");
+  TCase *tc = tcase_create("shm");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, sizes);
+  tcase_add_test(tc, many_queued_both_ways);
+  tcase_add_test(tc, fingerprint_mismatch);
+  tcase_add_test(tc, size_mismatch);
+  tcase_add_test(tc, segments_unlinked);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? 0 : 1;
+}

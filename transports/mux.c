@@ -165,7 +165,7 @@ int loom_mux_busy_wait(void *vctx) {
 const struct loom_transport loom_transport_mux = {
     .name = "tcp+shm",
     .api_version = LOOM_TRANSPORT_API_VERSION,
-    .addr_bytes = 20 + 56, /* tcp's, then shm's: checked by mux_init */
+    .addr_bytes = 20 + 64, /* tcp's, then shm's: checked by mux_init */
     .init = mux_init,
     .connect = mux_connect,
     .isend = mux_isend,

@@ -364,6 +364,7 @@ START_TEST(table_order) {
       {LOOM_PARAM_SPIN_US, "LOOM_SPIN_US"},
       {LOOM_PARAM_BUCKET_BYTES, "LOOM_BUCKET_BYTES"},
       {LOOM_PARAM_SHM_DISABLE, "LOOM_SHM_DISABLE"},
+      {LOOM_PARAM_SHM_CMA, "LOOM_SHM_CMA"},
   };
   ck_assert_int_eq(sizeof expect / sizeof expect[0], LOOM_PARAM_COUNT);
   const struct loom_param_info *t = loom_param_table();

@@ -1,10 +1,11 @@
 /*
  * check_shm.c — the shared-memory transport in one process: two "ranks"
  * (contexts) connected by two threads, then messages of every protocol
- * (inline, one cell, many cells, more than the FIFO holds, hundreds
- * queued) moved by progress calls, compared byte by byte; fingerprint and
+ * (inline, one cell, many cells, more than the FIFO holds, single copy,
+ * hundreds queued) moved by progress calls, compared byte by byte; fingerprint and
  * size mismatches; segments gone from /dev/shm once connected.
  */
+#include "core/config.h"
 #include "core/timeutil.h"
 #include "transport.h"
 
@@ -16,7 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define ADDR 56 /* loom_transport_shm.addr_bytes */
+#define ADDR 64 /* loom_transport_shm.addr_bytes */
 
 static const struct loom_transport *tp = &loom_transport_shm;
 
@@ -106,11 +107,29 @@ static void exchange(size_t len) {
   free(r);
 }
 
-START_TEST(sizes) {
-  static const size_t lens[] = {1, 23, 24, 25, 64, 4096, 65472, 65473, 131072,
-                                (1u << 20) + 3}; /* the last is twice the FIFO */
+static void all_sizes(void) {
+  static const size_t lens[] = {1,     23,    24,     25,     64,
+                                4096,  65472, 65473,  65535,  65536 /* single copy from here */,
+                                65537, 131072, (1u << 20) + 3}; /* twice the FIFO */
   for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
     exchange(lens[i]);
+}
+
+/* Single copy (process_vm_readv, allowed on oneself) from 64 KiB. */
+START_TEST(sizes) {
+  unsetenv("LOOM_SHM_CMA");
+  loom_config_reload();
+  all_sizes();
+}
+END_TEST
+
+/* Everything through the FIFO cells. */
+START_TEST(sizes_two_copies) {
+  setenv("LOOM_SHM_CMA", "0", 1);
+  loom_config_reload();
+  all_sizes();
+  unsetenv("LOOM_SHM_CMA");
+  loom_config_reload();
 }
 END_TEST
 
@@ -192,6 +211,7 @@ int main(void) {
   TCase *tc = tcase_create("shm");
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, sizes);
+  tcase_add_test(tc, sizes_two_copies);
   tcase_add_test(tc, many_queued_both_ways);
   tcase_add_test(tc, fingerprint_mismatch);
   tcase_add_test(tc, size_mismatch);

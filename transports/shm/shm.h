@@ -31,16 +31,19 @@
 struct shm_cell_hdr {
   volatile uint64_t seq; /* index + 1 once the cell is full */
   uint32_t len;          /* bytes of this part */
-  uint32_t pad;
+  uint32_t flags;        /* SHM_CELL_CMA: inline_data holds the sender's address */
   uint64_t total;        /* bytes of the whole message */
   uint64_t fp[2];        /* the call's fingerprint */
   uint8_t inline_data[SHM_INLINE_BYTES];
 };
 
+#define SHM_CELL_CMA 1u
+
 /* A FIFO's control block: the consumer's position on its own line. */
 struct shm_fifo_ctl {
-  volatile uint64_t tail; /* cells consumed */
-  char pad[SHM_LINE - 8];
+  volatile uint64_t tail;     /* cells consumed */
+  volatile uint64_t cma_done; /* single-copy messages the consumer has read */
+  char pad[SHM_LINE - 16];
 };
 
 struct shm_seg_hdr {

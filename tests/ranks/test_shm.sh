@@ -1,6 +1,6 @@
 #!/bin/bash
 # The shared-memory transport: chosen for ranks of one host (and not with
-# LOOM_SHM_DISABLE=1), single copy on where allowed (off with LOOM_SHM_CMA=0), a /dev/shm too small explained, segments of killed
+# LOOM_SHM_DISABLE=1), single copy where allowed with LOOM_SHM_CMA=1, a /dev/shm too small explained, segments of killed
 # ranks removed, nothing left in /dev/shm.
 . "$(dirname "$0")/lib.sh"
 CT="$TESTBIN/ranks/coll_test"
@@ -9,10 +9,10 @@ LOOM_DEBUG=INFO run_ranks 3 120 "$CT" -s 1,70001 -t float32 -o sum
 expect_count "cases passed" 3 "3 ranks over shm"
 expect_count "2 peer(s) over shm, 0 over tcp" 3 "every rank routes its 2 local peers over shm"
 expect_count "segment unlinked" 3 "every segment unlinked once mapped"
-expect_count "single copy (process_vm_readv) from 64 KiB: on" 3 "single copy on (root, same user)"
-LOOM_DEBUG=INFO LOOM_SHM_CMA=0 run_ranks 3 120 "$CT" -s 1,70001,300007 -t float32,int8 -o sum,max
-expect_count "cases passed" 3 "3 ranks over shm, two copies (LOOM_SHM_CMA=0)"
-expect_count "single copy .*: off, two copies - LOOM_SHM_CMA=0" 3 "LOOM_SHM_CMA=0 reported"
+expect_count "single copy .*: off, two copies - LOOM_SHM_CMA=0" 3 "two copies by default (LOOM_SHM_CMA=0)"
+LOOM_DEBUG=INFO LOOM_SHM_CMA=1 run_ranks 3 120 "$CT" -s 1,70001,300007 -t float32,int8 -o sum,max
+expect_count "cases passed" 3 "3 ranks over shm, single copy (LOOM_SHM_CMA=1)"
+expect_count "single copy (process_vm_readv) from 64 KiB: on" 3 "LOOM_SHM_CMA=1: single copy on (root, same user)"
 LOOM_DEBUG=INFO LOOM_SHM_DISABLE=1 run_ranks 3 120 "$CT" -s 1,70001 -t float32 -o sum
 expect_count "cases passed" 3 "3 ranks with LOOM_SHM_DISABLE=1"
 expect_count "0 peer(s) over shm, 2 over tcp" 3 "LOOM_SHM_DISABLE=1 routes every peer over tcp"

@@ -117,9 +117,11 @@ static void all_sizes(void) {
 
 /* Single copy (process_vm_readv, allowed on oneself) from 64 KiB. */
 START_TEST(sizes) {
-  unsetenv("LOOM_SHM_CMA");
+  setenv("LOOM_SHM_CMA", "1", 1);
   loom_config_reload();
   all_sizes();
+  unsetenv("LOOM_SHM_CMA");
+  loom_config_reload();
 }
 END_TEST
 

@@ -42,6 +42,7 @@ struct loomComm {
   } custom_ops[LOOM_MAX_CUSTOM_OPS];
   pthread_mutex_t ops_lock; /* guards custom_ops (not op_lock: a collective may run) */
   unsigned coll_seq; /* collectives run so far (fingerprints carry it) */
+  size_t bucket_bytes; /* LOOM_BUCKET_BYTES, read at init */
   /* stream tasks queued for this communicator and not yet finished */
   int inflight;
   pthread_mutex_t inflight_lock;

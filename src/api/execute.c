@@ -174,11 +174,13 @@ static loomResult_t run_sendrecv(loomComm_t comm, struct loom_call *calls, const
 static loomResult_t execute_locked(loomComm_t comm, struct loom_call *calls, int ncalls) {
   LOOM_CHECK(loom_comm_check_usable(comm, loom_coll_name(calls[0].coll)));
   LOOM_CHECK(ensure_steps(comm, LOOM_SCHED_MAX_STEPS(comm->nranks)));
-  size_t bucket_bytes = (size_t)loom_param_int(LOOM_PARAM_BUCKET_BYTES);
-  int *p2p = calloc((size_t)ncalls, sizeof(int)), np2p = 0;
-  if (p2p == NULL)
-    return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory");
+  int *p2p = NULL, np2p = 0;
   for (int i = 0; i < ncalls; i++)
+    np2p += calls[i].coll == LOOM_COLL_SENDRECV;
+  if (np2p > 0 && (p2p = calloc((size_t)np2p, sizeof(int))) == NULL)
+    return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory");
+  np2p = 0;
+  for (int i = 0; i < ncalls && p2p != NULL; i++)
     if (calls[i].coll == LOOM_COLL_SENDRECV)
       p2p[np2p++] = i;
   /* A send to itself without its receive is found before anything moves. */
@@ -188,7 +190,7 @@ static loomResult_t execute_locked(loomComm_t comm, struct loom_call *calls, int
       i++;
       continue;
     }
-    int span = loom_bucket_span(calls + i, ncalls - i, bucket_bytes);
+    int span = ncalls - i > 1 ? loom_bucket_span(calls + i, ncalls - i, comm->bucket_bytes) : 1;
     res = span > 1 ? loom_bucket_run(comm, calls + i, span) : loom_execute_one(comm, &calls[i]);
     i += span;
   }

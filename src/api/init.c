@@ -264,6 +264,7 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   }
   comm->magic = LOOM_COMM_MAGIC;
   comm->sched_cap = LOOM_SCHED_MAX_STEPS(nranks);
+  comm->bucket_bytes = (size_t)loom_param_int(LOOM_PARAM_BUCKET_BYTES);
   comm->rank = rank;
   comm->nranks = nranks;
   comm->timeout_ms = timeout_ms;

@@ -28,6 +28,8 @@
 /* Sleeps between checks of a busy-wait transport (shared memory) grow
  * from MIN to MAX microseconds, 1/8 of the time spent waiting so far. */
 #define ENGINE_BUSY_MIN_US 20
+/* Within LOOM_SPIN_US, how long to poll before yielding at each turn. */
+#define ENGINE_PURE_SPIN_NS 3000u
 #define ENGINE_BUSY_MAX_US 1000
 /* After a timeout, how long to listen for upstream notices naming the rank
  * that is really stuck. */
@@ -65,6 +67,14 @@ struct fifo_entry {
   size_t id;
   int step, k;
 };
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
 
 struct run {
   struct loom_engine *e;
@@ -707,7 +717,12 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
       return fail_run(&r, self, detail);
     }
     if (now - last_progress < spin_ns) {
-      sched_yield();
+      /* The first microseconds poll without a system call (a peer on
+       * another core answers within them); then yield the core. */
+      if (now - last_progress < ENGINE_PURE_SPIN_NS)
+        cpu_relax();
+      else
+        sched_yield();
       continue;
     }
     int us = ENGINE_POLL_SLICE_MS * 1000;

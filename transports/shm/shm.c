@@ -63,7 +63,7 @@ struct shm_ctx {
   struct shm_seg own;
   struct shm_conn **open;
   int nopen;
-  uint64_t still_since; /* when progress last moved nothing after moving */
+  uint64_t still_since; /* when progress began moving nothing (0: it just moved) */
 };
 
 static int q_push(struct xferq *q, struct loom_xfer *x) {
@@ -435,9 +435,13 @@ static loomResult_t shm_progress(void *vctx, int *progressed, int *failed_peer) 
       return c->failed;
     }
   }
-  uint64_t now = loom_now_ns();
-  if (moved) {
+  if (moved) { /* the clock is only read while nothing moves */
     *progressed = 1;
+    ctx->still_since = 0;
+    return loomSuccess;
+  }
+  uint64_t now = loom_now_ns();
+  if (ctx->still_since == 0) {
     ctx->still_since = now;
   } else if (now - ctx->still_since > SHM_PID_CHECK_NS) {
     ctx->still_since = now;

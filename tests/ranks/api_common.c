@@ -90,23 +90,6 @@ void close_comm(loomComm_t c) {
   CHECK_LOOM(loomCommDestroy(c));
 }
 
-size_t type_size(loomDataType_t t) {
-  switch (t) {
-  case loomInt8:
-  case loomUint8:
-    return 1;
-  case loomFloat16:
-  case loomBfloat16:
-    return 2;
-  case loomInt32:
-  case loomUint32:
-  case loomFloat32:
-    return 4;
-  default:
-    return 8;
-  }
-}
-
 int main(int argc, char **argv) {
   loomLaunchInfo_t li;
   if (loomGetLaunchInfo(&li) != loomSuccess) {

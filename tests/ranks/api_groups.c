@@ -3,6 +3,7 @@
  * in groups) and --group-fusion (many collectives fused in one group).
  */
 #include "api_test.h"
+#include "device/reduce.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -113,7 +114,7 @@ void group_p2p(void) {
     for (int x = 0; x < nq; x++)
       for (int i = 0; i < qlen[x]; i++) {
         struct msg *m = &q[x * maxm + i];
-        size_t bytes = m->count * type_size(m->type);
+        size_t bytes = m->count * loom_datatype_size(m->type);
         /* count 0 travels with NULL buffers: nothing to move, nothing to check */
         m->buf = bytes ? xmalloc(bytes) : NULL;
         if (x % 2 == 0)
@@ -145,7 +146,7 @@ void group_p2p(void) {
     for (int x = 0; x < nq; x++)
       for (int i = 0; i < qlen[x]; i++) {
         struct msg *m = &q[x * maxm + i];
-        check_pat(m->buf, m->count * type_size(m->type), m->src, m->dst, m->k,
+        check_pat(m->buf, m->count * loom_datatype_size(m->type), m->src, m->dst, m->k,
                   x % 2 ? "all-pairs receive" : "all-pairs send buffer untouched");
         free(m->buf);
       }

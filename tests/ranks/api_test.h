@@ -21,7 +21,6 @@ void *xmalloc(size_t bytes);
 loomComm_t world_init(int timeout_ms);
 loomComm_t dup_comm(loomComm_t parent, int timeout_ms, const char *name);
 void close_comm(loomComm_t c);
-size_t type_size(loomDataType_t t);
 
 /* api_groups.c */
 void group_p2p(void);

@@ -19,18 +19,26 @@ static loomResult_t submit(struct loom_call *c, const char *fn) {
   return loom_issue(c, fn);
 }
 
-static struct loom_call make(enum loom_coll coll, const void *sendbuff, void *recvbuff,
-                             size_t count, loomDataType_t datatype, loomRedOp_t op, int root,
-                             loomComm_t comm, loomStream_t stream) {
-  struct loom_call c = {.coll = coll,
-                        .comm = comm,
-                        .stream = stream,
-                        .sendbuff = sendbuff,
-                        .recvbuff = recvbuff,
-                        .count = count,
-                        .datatype = datatype,
-                        .op = op,
-                        .root = root};
+/* Every field is assigned (scalar is written by the check when it is
+ * used): zero-filling the whole struct first cost a slow `rep stos` on
+ * every call of a latency-bound path. */
+static inline struct loom_call make(enum loom_coll coll, const void *sendbuff, void *recvbuff,
+                                    size_t count, loomDataType_t datatype, loomRedOp_t op,
+                                    int root, loomComm_t comm, loomStream_t stream) {
+  struct loom_call c;
+  c.coll = coll;
+  c.comm = comm;
+  c.stream = stream;
+  c.sendbuff = sendbuff;
+  c.recvbuff = recvbuff;
+  c.count = count;
+  c.datatype = datatype;
+  c.op = op;
+  c.root = root;
+  c.is_send = 0;
+  c.base_op = op;
+  c.premul = 0;
+  c.v = NULL;
   return c;
 }
 

@@ -15,9 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-static __thread int group_depth;
-static __thread struct loom_call *group_calls;
-static __thread int group_n, group_cap;
+/* initial-exec: read on every call (see log.c) */
+#define GROUP_TLS __thread __attribute__((tls_model("initial-exec")))
+static GROUP_TLS int group_depth;
+static GROUP_TLS struct loom_call *group_calls;
+static GROUP_TLS int group_n, group_cap;
 
 loomResult_t loom_issue(struct loom_call *c, const char *fn) {
   if (c->coll == LOOM_COLL_SENDRECV && c->root == c->comm->rank && group_depth == 0) {

@@ -19,7 +19,9 @@ static int log_level_value = LOOM_LOG_LEVEL_WARN;
 static int log_subsys_mask = LOOM_LOG_ALL;
 static FILE *log_file;
 static char log_host[64];
-static __thread int log_rank = -1;
+/* initial-exec: read on every call; a few bytes of static TLS, which a
+ * dlopen()ed libloom still gets from glibc's reserve */
+static __thread int log_rank __attribute__((tls_model("initial-exec"))) = -1;
 
 static const struct {
   const char *name;

@@ -19,7 +19,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SHM_CELLS 8
+#define SHM_CELLS 8 /* a power of two: cell_at() masks */
+_Static_assert((SHM_CELLS & (SHM_CELLS - 1)) == 0, "SHM_CELLS must be a power of two");
 #define SHM_CELL_BYTES (64u << 10) /* including the header line */
 #define SHM_PAYLOAD (SHM_CELL_BYTES - SHM_LINE)
 /* blob: segment name, pid, spare, the address of this process's probe word */
@@ -45,6 +46,11 @@ struct shm_conn {
   pid_t pid;
   struct shm_seg peer_seg; /* the peer's segment, holding our FIFO to it */
   uint32_t out_fifo, in_fifo;
+  /* resolved once at connect: the FIFOs' control lines and first cells */
+  const struct shm_fifo_ctl *out_ctl;
+  struct shm_fifo_ctl *in_ctl;
+  char *out_cells, *in_cells;
+  uint64_t tail_seen; /* the consumer's tail as last read (a lower bound) */
   uint64_t next_write, next_read; /* cell indices */
   struct xferq sendq, recvq;
   size_t send_off, recv_off; /* bytes done of the front messages */
@@ -64,6 +70,7 @@ struct shm_ctx {
   struct shm_conn **open;
   int nopen;
   uint64_t still_since; /* when progress began moving nothing (0: it just moved) */
+  unsigned still_turns; /* progress calls in a row that moved nothing */
 };
 
 static int q_push(struct xferq *q, struct loom_xfer *x) {
@@ -208,6 +215,21 @@ static loomResult_t shm_connect(void *vctx, int npeers, const int *peers, const 
       free(c);
       break;
     }
+    const struct shm_seg_hdr *layout = c->peer_seg.base;
+    if (layout->cells != SHM_CELLS || layout->cell_bytes != SHM_CELL_BYTES) {
+      res = loom_error(loomSystemError, LOOM_LOG_NET,
+                       "shm: rank %d: rank %d's segment has %u cells of %u bytes, this build "
+                       "expects %u of %u (mixed Loom versions?)",
+                       ctx->rank, p, layout->cells, layout->cell_bytes, SHM_CELLS,
+                       SHM_CELL_BYTES);
+      shm_seg_close(&c->peer_seg);
+      free(c);
+      break;
+    }
+    c->out_ctl = shm_fifo_ctl(&c->peer_seg, c->out_fifo);
+    c->out_cells = (char *)shm_cell(&c->peer_seg, c->out_fifo, 0);
+    c->in_ctl = shm_fifo_ctl(&ctx->own, c->in_fifo);
+    c->in_cells = (char *)shm_cell(&ctx->own, c->in_fifo, 0);
     struct shm_seg_hdr *ph = c->peer_seg.base;
     __atomic_add_fetch(&ph->mapped, 1, __ATOMIC_RELEASE);
     conns[i] = c;
@@ -266,18 +288,25 @@ static loomResult_t shm_irecv(void *conn, struct loom_xfer *x) {
   return loomSuccess;
 }
 
-/* Writes as many cells of the queued sends as the FIFO has room for. */
+/* Cell `index` of a FIFO whose first cell is at `cells` (both FIFOs of
+ * every pair are laid out with SHM_CELLS cells of SHM_CELL_BYTES). */
+static inline struct shm_cell_hdr *cell_at(char *cells, uint64_t index) {
+  return (struct shm_cell_hdr *)(cells + (size_t)(index & (SHM_CELLS - 1)) * SHM_CELL_BYTES);
+}
+
+/* Writes as many cells of the queued sends as the FIFO has room for.  The
+ * consumer's tail is read only when the cells known to be free run out:
+ * reading its line on every turn would pull it away from the consumer,
+ * which writes it after every cell. */
 static void push_sends(struct shm_conn *c, int *progressed) {
-  const struct shm_fifo_ctl *ctl = shm_fifo_ctl(&c->peer_seg, c->out_fifo);
-  uint64_t tail = __atomic_load_n(&ctl->tail, __ATOMIC_ACQUIRE);
   struct loom_xfer *x;
   while ((x = q_front(&c->sendq)) != NULL) {
-    if (c->next_write - tail >= SHM_CELLS) {
-      tail = __atomic_load_n(&ctl->tail, __ATOMIC_ACQUIRE);
-      if (c->next_write - tail >= SHM_CELLS)
+    if (c->next_write - c->tail_seen >= SHM_CELLS) {
+      c->tail_seen = __atomic_load_n(&c->out_ctl->tail, __ATOMIC_ACQUIRE);
+      if (c->next_write - c->tail_seen >= SHM_CELLS)
         return; /* full */
     }
-    struct shm_cell_hdr *cell = shm_cell(&c->peer_seg, c->out_fifo, c->next_write);
+    struct shm_cell_hdr *cell = cell_at(c->out_cells, c->next_write);
     if (c->cma && x->len >= SHM_CMA_MIN) {
       /* Single copy: announce the buffer; the peer reads it and counts it. */
       uint64_t where = (uint64_t)(uintptr_t)x->buf;
@@ -323,8 +352,7 @@ static void push_sends(struct shm_conn *c, int *progressed) {
 static void reap_acks(struct shm_conn *c, int *progressed) {
   if (c->ackq.count == 0)
     return;
-  const struct shm_fifo_ctl *ctl = shm_fifo_ctl(&c->peer_seg, c->out_fifo);
-  uint64_t done = __atomic_load_n(&ctl->cma_done, __ATOMIC_ACQUIRE);
+  uint64_t done = __atomic_load_n(&c->out_ctl->cma_done, __ATOMIC_ACQUIRE);
   while (c->cma_acked < done && c->ackq.count) {
     q_front(&c->ackq)->done = 1;
     q_pop(&c->ackq);
@@ -353,10 +381,10 @@ static loomResult_t cma_read(struct shm_conn *c, struct loom_xfer *x, uint64_t w
 
 /* Copies arrived cells into the posted receives, in order. */
 static loomResult_t pull_recvs(struct shm_conn *c, int *progressed) {
-  struct shm_fifo_ctl *ctl = shm_fifo_ctl(&c->ctx->own, c->in_fifo);
+  struct shm_fifo_ctl *ctl = c->in_ctl;
   struct loom_xfer *x;
   while ((x = q_front(&c->recvq)) != NULL) {
-    struct shm_cell_hdr *cell = shm_cell(&c->ctx->own, c->in_fifo, c->next_read);
+    struct shm_cell_hdr *cell = cell_at(c->in_cells, c->next_read);
     if (__atomic_load_n(&cell->seq, __ATOMIC_ACQUIRE) != c->next_read + 1)
       return loomSuccess;
     if (cell->fp[0] != x->fp[0] || cell->fp[1] != x->fp[1]) {
@@ -435,11 +463,16 @@ static loomResult_t shm_progress(void *vctx, int *progressed, int *failed_peer) 
       return c->failed;
     }
   }
-  if (moved) { /* the clock is only read while nothing moves */
+  if (moved) {
     *progressed = 1;
     ctx->still_since = 0;
+    ctx->still_turns = 0;
     return loomSuccess;
   }
+  /* The clock is read on every 64th still turn only: a spinning caller
+   * turns in well under a microsecond, and the check is every 50 ms. */
+  if (ctx->still_turns++ % 64 != 0)
+    return loomSuccess;
   uint64_t now = loom_now_ns();
   if (ctx->still_since == 0) {
     ctx->still_since = now;

@@ -7,9 +7,11 @@
 #include "bootstrap/bootstrap.h"
 #include "engine/engine.h"
 #include "loom.h"
+#include "plan/plan.h"
 #include "transport.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #define LOOM_COMM_MAGIC 0x4c434f4du /* "LCOM": catches stale or bogus handles */
 #define LOOM_MAX_CUSTOM_OPS 256
@@ -43,8 +45,10 @@ struct loomComm {
   pthread_mutex_t ops_lock; /* guards custom_ops (not op_lock: a collective may run) */
   unsigned coll_seq; /* collectives run so far (fingerprints carry it) */
   size_t bucket_bytes; /* LOOM_BUCKET_BYTES, read at init */
+  unsigned char algo[LOOM_COLL_COUNT]; /* enum loom_algo per collective: LOOM_ALGO, read at init */
   /* stream tasks queued for this communicator and not yet finished */
-  int inflight;
+  atomic_int inflight; /* queued or running tasks; the lock and cond only for waiting */
+  atomic_int inflight_waiters; /* threads in loom_comm_wait_tasks */
   pthread_mutex_t inflight_lock;
   pthread_cond_t inflight_done;
   volatile int abort_flag;

@@ -71,8 +71,9 @@ loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
     loom_premul(comm->premul, sendbuff, elems, dt, c->scalar);
     sendbuff = comm->premul;
   }
-  struct loom_plan_args pa = {c->coll == LOOM_COLL_BARRIER ? LOOM_COLL_ALLREDUCE : c->coll,
-                              comm->rank, n, c->root, count, esize, NULL, NULL, NULL, NULL};
+  enum loom_coll coll = c->coll == LOOM_COLL_BARRIER ? LOOM_COLL_ALLREDUCE : c->coll;
+  struct loom_plan_args pa = {coll,  comm->rank, n,    c->root, count, esize,
+                              (enum loom_algo)comm->algo[coll], NULL, NULL, NULL, NULL};
   size_t *v = c->v, *owned = NULL;
   if (c->coll == LOOM_COLL_ALLTOALL) {
     v = owned = alltoall_arrays(n, count);
@@ -86,7 +87,7 @@ loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
     pa.recvcounts = v + 2 * n;
     pa.rdispls = v + 3 * n;
   }
-  struct loom_schedule s = {0, comm->sched_cap, comm->sched_steps, {0, 0, 0, 0, 0}, 0};
+  struct loom_schedule s = {0, comm->sched_cap, comm->sched_steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}};
   const char *algo = loom_plan(&pa, &s);
   free(owned);
   LOOM_CHECK(loom_comm_grow(&comm->scratch, &comm->scratch_bytes, s.scratch_count * esize));
@@ -144,7 +145,7 @@ static loomResult_t run_sendrecv(loomComm_t comm, struct loom_call *calls, const
   if (bufs == NULL)
     return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (send/recv batch)");
   bufs[LOOM_BUF_SEND] = bufs[LOOM_BUF_RECV] = bufs[LOOM_BUF_SCRATCH] = NULL;
-  struct loom_schedule s = {0, comm->sched_cap, comm->sched_steps, {0, 0, 0, 0, 0}, 0};
+  struct loom_schedule s = {0, comm->sched_cap, comm->sched_steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}};
   for (int j = 0; j < m; j++) {
     const struct loom_call *c = &calls[idx[j]];
     size_t bytes = c->count * loom_datatype_size(c->datatype);
@@ -203,13 +204,15 @@ static loomResult_t execute_locked(loomComm_t comm, struct loom_call *calls, int
 loomResult_t loom_execute(loomComm_t comm, struct loom_call *calls, int ncalls) {
   pthread_mutex_lock(&comm->op_lock);
   int caller_rank = loom_log_get_rank();
-  loom_log_set_rank(comm->rank);
+  if (caller_rank != comm->rank)
+    loom_log_set_rank(comm->rank);
   loomResult_t res = execute_locked(comm, calls, ncalls);
   /* An argument error found this late (a custom op destroyed while queued)
    * leaves the communicator usable; anything else broke it. */
   if (res != loomSuccess && res != loomInvalidArgument && comm->async_error == loomSuccess)
     loom_comm_set_broken(comm, res);
-  loom_log_set_rank(caller_rank);
+  if (caller_rank != comm->rank)
+    loom_log_set_rank(caller_rank);
   pthread_mutex_unlock(&comm->op_lock);
   return res;
 }

@@ -74,23 +74,30 @@ loomResult_t loom_comm_grow(void **buf, size_t *cap, size_t bytes) {
   return loomSuccess;
 }
 
-void loom_comm_task_begin(loomComm_t comm) {
-  pthread_mutex_lock(&comm->inflight_lock);
-  comm->inflight++;
-  pthread_mutex_unlock(&comm->inflight_lock);
-}
+void loom_comm_task_begin(loomComm_t comm) { atomic_fetch_add(&comm->inflight, 1); }
 
+/* The count changes without the lock.  A waiter registers (waiters + 1)
+ * before it reads the count and the last task out reads waiters after it
+ * wrote the count (both sequentially consistent), so at least one of them
+ * sees the other: either the waiter sees 0, or the task sees the waiter
+ * and broadcasts under the lock, which it can only take once the waiter
+ * sleeps in pthread_cond_wait. */
 void loom_comm_task_end(loomComm_t comm) {
-  pthread_mutex_lock(&comm->inflight_lock);
-  if (--comm->inflight == 0)
+  if (atomic_fetch_sub(&comm->inflight, 1) == 1 && atomic_load(&comm->inflight_waiters) > 0) {
+    pthread_mutex_lock(&comm->inflight_lock);
     pthread_cond_broadcast(&comm->inflight_done);
-  pthread_mutex_unlock(&comm->inflight_lock);
+    pthread_mutex_unlock(&comm->inflight_lock);
+  }
 }
 
 void loom_comm_wait_tasks(loomComm_t comm) {
+  if (atomic_load(&comm->inflight) == 0) /* the common case: nothing queued */
+    return;
   pthread_mutex_lock(&comm->inflight_lock);
-  while (comm->inflight > 0)
+  atomic_fetch_add(&comm->inflight_waiters, 1);
+  while (atomic_load(&comm->inflight) > 0)
     pthread_cond_wait(&comm->inflight_done, &comm->inflight_lock);
+  atomic_fetch_sub(&comm->inflight_waiters, 1);
   pthread_mutex_unlock(&comm->inflight_lock);
 }
 
@@ -216,6 +223,28 @@ loomResult_t loom_read_config(const loomConfig_t *config, int *blocking, int *ti
   return loomSuccess;
 }
 
+/* LOOM_ALGO, parsed per communicator; a forced algorithm this rank count
+ * cannot run is said once (rank 0) and left to the tuner. */
+static loomResult_t read_algo(int rank, int nranks, unsigned char algo[LOOM_COLL_COUNT]) {
+  char err[256];
+  if (loom_algo_parse(loom_param_str(LOOM_PARAM_ALGO), algo, err, sizeof err) != 0)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomCommInitRank: %s", err);
+  for (int c = 0; c < LOOM_COLL_COUNT; c++) {
+    if (algo[c] == LOOM_ALGO_AUTO || rank != 0)
+      continue;
+    if (loom_algo_runs((enum loom_coll)c, (enum loom_algo)algo[c], nranks))
+      LOOM_INFO(LOOM_LOG_INIT, "LOOM_ALGO: %s uses %s", loom_coll_name((enum loom_coll)c),
+                loom_algo_name((enum loom_algo)algo[c]));
+    else
+      LOOM_WARN(LOOM_LOG_INIT,
+                "LOOM_ALGO: %s cannot use %s on %d ranks (not a power of two); the tuner "
+                "chooses instead",
+                loom_coll_name((enum loom_coll)c), loom_algo_name((enum loom_algo)algo[c]),
+                nranks);
+  }
+  return loomSuccess;
+}
+
 static void comm_free(loomComm_t comm) {
   if (comm->tp != NULL && comm->tp_ctx != NULL)
     comm->tp->fini(comm->tp_ctx);
@@ -253,6 +282,8 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   int blocking, timeout_ms;
   const char *name;
   LOOM_CHECK(loom_read_config(config, &blocking, &timeout_ms, &name));
+  unsigned char algo[LOOM_COLL_COUNT];
+  LOOM_CHECK(read_algo(rank, nranks, algo));
   loomComm_t comm = calloc(1, sizeof *comm);
   if (comm == NULL || (comm->conns = calloc((size_t)nranks, sizeof(void *))) == NULL ||
       (comm->sched_steps = malloc(sizeof(struct loom_step) *
@@ -265,6 +296,7 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   comm->magic = LOOM_COMM_MAGIC;
   comm->sched_cap = LOOM_SCHED_MAX_STEPS(nranks);
   comm->bucket_bytes = (size_t)loom_param_int(LOOM_PARAM_BUCKET_BYTES);
+  memcpy(comm->algo, algo, sizeof comm->algo);
   comm->rank = rank;
   comm->nranks = nranks;
   comm->timeout_ms = timeout_ms;

@@ -78,6 +78,13 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          "from the sender's memory (process_vm_readv, one copy) where the kernel "
          "allows it; 0 (default, faster on the machines measured): copy through "
          "the FIFO (two copies)"},
+    [LOOM_PARAM_ALGO] =
+        {"LOOM_ALGO", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "force algorithms instead of the tuner's size-based choice: a comma list of "
+         "ALGO or COLL:ALGO, e.g. \"ring\" or \"allreduce:oneshot,broadcast:chain\"; "
+         "algorithms: ring, rd (recursive doubling, power-of-two ranks), oneshot "
+         "(allreduce), tree, chain (broadcast, reduce); one that cannot run on the "
+         "communicator's rank count falls back to the tuner (WARN at init)"},
 };
 
 struct param_value {

@@ -13,6 +13,7 @@
 #include "engine/fingerprint.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <poll.h>
 #include <sched.h>
 #include <stdint.h>
@@ -30,6 +31,8 @@
 #define ENGINE_BUSY_MIN_US 20
 /* Within LOOM_SPIN_US, how long to poll before yielding at each turn. */
 #define ENGINE_PURE_SPIN_NS 3000u
+/* while purely spinning, read the clock every this many still turns */
+#define ENGINE_CLOCK_TURNS 16u
 #define ENGINE_BUSY_MAX_US 1000
 /* After a timeout, how long to listen for upstream notices naming the rank
  * that is really stuck. */
@@ -90,7 +93,6 @@ struct run {
   size_t recvs_total, recvs_processed;
   size_t next_send, next_recv; /* slot cursors */
   int send_step, recv_step;    /* the steps of those slots */
-  struct fifo_entry fifo[ENGINE_RECV_FIFO];
   int fifo_head, fifo_count;
   int reduce_inflight;
   size_t reduce_posted;
@@ -102,6 +104,9 @@ struct run {
    * finished this collective and called loomCommFinalize): the notice
    * socket stays readable, so stop polling it rather than spin. */
   int notice_fd_busy;
+  /* not cleared per call (fifo_head/fifo_count say what is valid); every
+   * other field is set one by one in loom_engine_run: add new ones there */
+  struct fifo_entry fifo[ENGINE_RECV_FIFO];
 };
 
 static char *buf_at(const struct run *r, int buf, size_t off) {
@@ -130,6 +135,40 @@ static int copy_can_wait(const struct run *r, const char *dst, size_t len) {
       return 0;
   }
   return 1;
+}
+
+/* The schedule's fold (struct loom_fold), once every step is done; a
+ * slice at a time so that each slice's blocks stay in cache.  The running
+ * value lives in RECV, except that a rank whose own block comes third or
+ * later keeps it in SCRATCH block 0 until its own block is added: in place,
+ * RECV is that block. */
+static void fold_run(const struct run *r) {
+  const struct loom_fold *f = &r->s->fold;
+  loomDataType_t dt = r->op->datatype;
+  loomRedOp_t op = r->op->op;
+  for (size_t at = 0; at < f->count; at += r->slice_elems) {
+    size_t len = f->count - at < r->slice_elems ? f->count - at : r->slice_elems;
+    char *recv = buf_at(r, LOOM_BUF_RECV, at);
+    char *blk[2];
+    for (int j = 0; j < 2; j++)
+      blk[j] = j == f->self ? buf_at(r, LOOM_BUF_SEND, at)
+                            : buf_at(r, LOOM_BUF_SCRATCH,
+                                     (size_t)(j < f->self ? j : j - 1) * f->count + at);
+    char *acc = f->self >= 2 ? blk[0] : recv;
+    loom_reduce(acc, blk[0], blk[1], len, dt, op);
+    for (int j = 2; j < f->nblocks; j++) {
+      if (j == f->self) {
+        loom_reduce(recv, acc, buf_at(r, LOOM_BUF_SEND, at), len, dt, op);
+        acc = recv;
+      } else {
+        loom_reduce(acc, acc,
+                    buf_at(r, LOOM_BUF_SCRATCH, (size_t)(j < f->self ? j : j - 1) * f->count + at),
+                    len, dt, op);
+      }
+    }
+    if (f->finalize && op == loomAvg)
+      loom_scale_avg(recv, len, dt, f->nblocks);
+  }
 }
 
 /* Copies up to `max` bytes of the pending local copy. */
@@ -616,11 +655,29 @@ static void remember_call(struct loom_engine *e, const struct loom_engine_op *op
 
 loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op *op) {
   const struct loom_schedule *s = op->sched;
+  /* Field by field: zero-filling the struct cost a slow `rep stos` per
+   * call, and the fifo (1 KiB) needs no clearing.  prepare() sets the
+   * pointers into the engine's storage. */
   struct run r;
-  memset(&r, 0, sizeof r);
   r.e = e;
   r.op = op;
   r.s = s;
+  r.nslots = 0;
+  r.base = NULL;
+  r.sx = r.rx = NULL;
+  r.recv_done = NULL;
+  r.send_list = NULL;
+  r.sends_total = r.sends_posted = r.sends_checked = 0;
+  r.recvs_total = r.recvs_processed = 0;
+  r.next_send = r.next_recv = 0;
+  r.send_step = r.recv_step = 0;
+  r.fifo_head = r.fifo_count = 0;
+  r.reduce_inflight = 0;
+  r.reduce_posted = 0;
+  r.copy_src = NULL;
+  r.copy_dst = NULL;
+  r.copy_left = 0;
+  r.notice_fd_busy = 0;
   r.esize = loom_datatype_size(op->datatype);
   r.slice_elems = e->chunk_bytes / r.esize;
   if (r.slice_elems == 0)
@@ -644,12 +701,15 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
   }
   if (r.nslots == 0) {
     copy_some(&r, r.copy_left);
+    if (s->fold.count > 0)
+      fold_run(&r);
     remember_call(e, op);
     return loomSuccess;
   }
 
   uint64_t spin_ns = (uint64_t)e->spin_us * 1000u;
   uint64_t now = loom_now_ns(), last_progress = now;
+  unsigned idle_turns = 0;
   uint64_t timeout_ns = e->timeout_ms > 0 ? (uint64_t)e->timeout_ms * 1000000ull : 0;
   int notice_ready = 0;
   for (;;) {
@@ -683,6 +743,8 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
     check_sends(&r);
     if (r.recvs_processed == r.recvs_total && r.sends_checked == r.sends_total) {
       copy_some(&r, r.copy_left);
+      if (s->fold.count > 0)
+        fold_run(&r);
       remember_call(e, op);
       return loomSuccess;
     }
@@ -690,10 +752,21 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
       copy_some(&r, e->chunk_bytes);
       progressed = 1;
     }
-    now = loom_now_ns();
     if (progressed) {
-      last_progress = now;
+      idle_turns = 0;
       continue;
+    }
+    /* Still: the clock starts the wait at the first still turn and is then
+     * read every ENGINE_CLOCK_TURNS turns while spinning (a read costs as
+     * much as a turn, and the first microseconds are when data arrives). */
+    if (idle_turns++ == 0) {
+      now = last_progress = loom_now_ns();
+    } else if (idle_turns % ENGINE_CLOCK_TURNS != 0 && now - last_progress < ENGINE_PURE_SPIN_NS &&
+               now - last_progress < spin_ns) {
+      cpu_relax();
+      continue;
+    } else {
+      now = loom_now_ns();
     }
     if (*e->abort_flag)
       return loom_error(loomRemoteError, LOOM_LOG_COLL,

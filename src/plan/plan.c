@@ -13,21 +13,46 @@ const char *loom_coll_name(enum loom_coll coll) {
   return (unsigned)coll < LOOM_COLL_COUNT ? names[coll] : "?";
 }
 
+/* The tuner: what runs when LOOM_ALGO forces nothing (or something this
+ * call cannot run). */
+static enum loom_algo choose(const struct loom_plan_args *a, size_t bytes) {
+  int n = a->nranks;
+  if (a->algo != LOOM_ALGO_AUTO && loom_algo_runs(a->coll, a->algo, n))
+    return a->algo;
+  int pow2 = n > 1 && loom_is_pow2(n);
+  switch (a->coll) {
+  case LOOM_COLL_ALLREDUCE:
+    if (n > 2 && bytes <= LOOM_PLAN_ONESHOT_MAX_BYTES)
+      return LOOM_ALGO_ONESHOT;
+    return pow2 && bytes <= LOOM_PLAN_RD_MAX_BYTES ? LOOM_ALGO_RD : LOOM_ALGO_RING;
+  case LOOM_COLL_ALLGATHER:
+    return pow2 && bytes * (size_t)n <= LOOM_PLAN_RD_MAX_BYTES ? LOOM_ALGO_RD : LOOM_ALGO_RING;
+  case LOOM_COLL_BROADCAST:
+  case LOOM_COLL_REDUCE:
+    return bytes <= LOOM_PLAN_RD_MAX_BYTES ? LOOM_ALGO_TREE : LOOM_ALGO_CHAIN;
+  default:
+    return LOOM_ALGO_RING;
+  }
+}
+
 const char *loom_plan(const struct loom_plan_args *a, struct loom_schedule *s) {
   int r = a->rank, n = a->nranks;
-  size_t bytes = a->count * a->elem_size;
-  int small = bytes <= LOOM_PLAN_RD_MAX_BYTES;
+  enum loom_algo algo = choose(a, a->count * a->elem_size);
   switch (a->coll) {
   case LOOM_COLL_ALLREDUCE:
   case LOOM_COLL_BARRIER:
-    if (n > 1 && loom_is_pow2(n) && small) {
+    if (algo == LOOM_ALGO_ONESHOT) {
+      loom_oneshot_allreduce(r, n, a->count, s);
+      return "one-shot";
+    }
+    if (algo == LOOM_ALGO_RD) {
       loom_rd_allreduce(r, n, a->count, s);
       return "recursive doubling";
     }
     loom_ring_allreduce(r, n, a->count, s);
     return "ring";
   case LOOM_COLL_ALLGATHER:
-    if (n > 1 && loom_is_pow2(n) && bytes * (size_t)n <= LOOM_PLAN_RD_MAX_BYTES) {
+    if (algo == LOOM_ALGO_RD) {
       loom_rd_allgather(r, n, a->count, s);
       return "recursive doubling";
     }
@@ -37,14 +62,14 @@ const char *loom_plan(const struct loom_plan_args *a, struct loom_schedule *s) {
     loom_ring_reducescatter(r, n, a->count, s);
     return "ring";
   case LOOM_COLL_BROADCAST:
-    if (small) {
+    if (algo == LOOM_ALGO_TREE) {
       loom_tree_broadcast(r, n, a->root, a->count, s);
       return "binomial tree";
     }
     loom_chain_broadcast(r, n, a->root, a->count, s);
     return "chain";
   case LOOM_COLL_REDUCE:
-    if (small) {
+    if (algo == LOOM_ALGO_TREE) {
       loom_tree_reduce(r, n, a->root, a->count, s);
       return "binomial tree";
     }

@@ -1,7 +1,6 @@
 /*
- * plan.h — from a collective call to a schedule: which algorithm runs.
- * (The tuner of later releases lives here; today the choices are fixed
- * size thresholds.)
+ * plan.h — from a collective call to a schedule: which algorithm runs (the
+ * tuner: size and rank-count thresholds, or what LOOM_ALGO forces).
  */
 #ifndef LOOM_PLAN_PLAN_H
 #define LOOM_PLAN_PLAN_H
@@ -17,6 +16,9 @@
  * Rooted collectives use a binomial tree up to the same size, a chain
  * above it. */
 #define LOOM_PLAN_RD_MAX_BYTES (64u << 10)
+/* More than two ranks use the one-shot all-reduce up to this size (one
+ * message latency; each rank sends n-1 copies of its input). */
+#define LOOM_PLAN_ONESHOT_MAX_BYTES (8u << 10)
 
 enum loom_coll {
   LOOM_COLL_ALLREDUCE,
@@ -36,12 +38,39 @@ enum loom_coll {
 /* "allreduce", ... for messages. */
 const char *loom_coll_name(enum loom_coll coll);
 
+/* Algorithms, as LOOM_ALGO names them.  AUTO: the tuner's choice. */
+enum loom_algo {
+  LOOM_ALGO_AUTO,
+  LOOM_ALGO_RING,    /* allreduce, allgather, reducescatter */
+  LOOM_ALGO_RD,      /* recursive doubling: allreduce, allgather (power-of-two ranks) */
+  LOOM_ALGO_ONESHOT, /* allreduce: every rank sends its input to all */
+  LOOM_ALGO_TREE,    /* binomial tree: broadcast, reduce */
+  LOOM_ALGO_CHAIN,   /* pipelined chain: broadcast, reduce */
+  LOOM_ALGO_COUNT
+};
+
+/* "auto", "ring", "rd", "oneshot", "tree", "chain". */
+const char *loom_algo_name(enum loom_algo algo);
+/* Whether `coll` has `algo` at all (any rank count). */
+int loom_algo_applies(enum loom_coll coll, enum loom_algo algo);
+/* Whether `algo` can run `coll` on nranks ranks (rd: a power of two). */
+int loom_algo_runs(enum loom_coll coll, enum loom_algo algo, int nranks);
+
+/* Parses LOOM_ALGO: a comma-separated list of ALGO (every collective that
+ * has it) or COLL:ALGO (allreduce:oneshot), case-insensitive, later items
+ * overriding earlier ones; NULL or "" forces nothing.  Fills forced[]
+ * (LOOM_COLL_COUNT entries; AUTO where not forced).  On error returns -1
+ * and says why in err. */
+int loom_algo_parse(const char *spec, unsigned char forced[LOOM_COLL_COUNT], char *err,
+                    size_t errlen);
+
 /* What the planner needs of one call.  count is per rank where NCCL says
  * so (all-gather, reduce-scatter, all-to-all, gather, scatter). */
 struct loom_plan_args {
   enum loom_coll coll;
   int rank, nranks, root;
   size_t count, elem_size;
+  enum loom_algo algo; /* forced by LOOM_ALGO, or AUTO; one that cannot run falls back */
   /* all-to-all-v: per peer, in elements */
   const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
 };

@@ -1,7 +1,8 @@
 /*
  * direct.c — schedules where ranks exchange with every peer directly:
  * all-to-all(v) as a pairwise exchange, gather and scatter through the
- * root.  No step waits on another, so every message is posted at once.
+ * root, the one-shot all-reduce.  No step waits on another, so every
+ * message is posted at once.
  */
 #include "sched/schedule.h"
 
@@ -80,4 +81,33 @@ void loom_direct_scatter(int rank, int nranks, int root, size_t count,
     p->send_off = (size_t)to * count;
     p->send_count = count;
   }
+}
+
+void loom_oneshot_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s) {
+  int n = nranks;
+  loom_sched_reset(s);
+  if (n == 1) {
+    s->copy.from_buf = LOOM_BUF_SEND;
+    s->copy.to_buf = LOOM_BUF_RECV;
+    s->copy.count = count;
+    return;
+  }
+  /* Peer `from` lands in SCRATCH block (from < rank ? from : from - 1). */
+  for (int d = 1; d < n; d++) {
+    int to = (rank + d) % n, from = (rank - d + n) % n;
+    struct loom_step *p = loom_sched_add(s);
+    p->send_peer = to;
+    p->send_buf = LOOM_BUF_SEND;
+    p->send_count = count;
+    p->recv_peer = from;
+    p->recv_op = LOOM_RECV_COPY;
+    p->recv_buf = LOOM_BUF_SCRATCH;
+    p->recv_off = (size_t)(from < rank ? from : from - 1) * count;
+    p->recv_count = count;
+  }
+  s->scratch_count = (size_t)(n - 1) * count;
+  s->fold.count = count;
+  s->fold.nblocks = n;
+  s->fold.self = rank;
+  s->fold.finalize = 1;
 }

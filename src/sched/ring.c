@@ -13,6 +13,7 @@
 void loom_sched_reset(struct loom_schedule *s) {
   s->nsteps = 0;
   memset(&s->copy, 0, sizeof s->copy);
+  memset(&s->fold, 0, sizeof s->fold);
   s->scratch_count = 0;
 }
 

@@ -60,11 +60,24 @@ struct loom_local_copy {
   size_t from_off, to_off, count;
 };
 
+/* A reduction done after every step (count 0: none), the one-shot
+ * all-reduce's: RECV[0, count) = b_0 op b_1 op ... op b_{nblocks-1}, left
+ * to right, where block j is SEND[0, count) for j == self and SCRATCH at
+ * (j < self ? j : j - 1) * count otherwise.  Every rank combines the same
+ * values in the same order, so all end with the same bits.  finalize:
+ * apply the op's final step (avg: divide) at the end. */
+struct loom_fold {
+  size_t count;
+  int nblocks, self;
+  unsigned char finalize;
+};
+
 struct loom_schedule {
   int nsteps, cap;
   struct loom_step *steps; /* caller-provided, cap entries */
   struct loom_local_copy copy;
   size_t scratch_count; /* elements of SCRATCH the steps use */
+  struct loom_fold fold;
 };
 
 /* Steps any builder below needs for nranks (p2p batches: one per call). */
@@ -114,6 +127,11 @@ void loom_chain_reduce(int rank, int nranks, int root, size_t count, struct loom
 void loom_tree_reduce(int rank, int nranks, int root, size_t count, struct loom_schedule *s);
 
 /* ---- direct.c: every rank to every rank, or to/from a root ---- */
+/* One-shot all-reduce: every rank sends its whole input to every peer at
+ * once (n-1 steps, none waiting) and folds the n inputs in rank order
+ * (struct loom_fold): one message latency instead of log2(n) or 2(n-1),
+ * for (n-1) times the data; small messages only.  SCRATCH: (n-1)*count. */
+void loom_oneshot_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s);
 /* Pairwise exchange: step d sends block (r+d) to rank r+d and receives
  * block (r-d) from rank r-d.  counts/displs per peer, in elements. */
 void loom_direct_alltoallv(int rank, int nranks, const size_t *sendcounts,

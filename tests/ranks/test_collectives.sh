@@ -45,5 +45,31 @@ expect_count "cases passed" 4 "1 socket, 4 ranks"
 # Repeated calls on one communicator (PreMulSum ops created and freed each time).
 run_ranks 5 300 "$CT" -s 3,4099 -t float16,int32 -o sum,prod,premulsum -r 20
 expect_count "cases passed" 5 "20 repetitions on 5 ranks"
+# Every algorithm LOOM_ALGO can force, at sizes the tuner would give another
+# one, across slices (4 KiB chunks: the one-shot fold works slice by slice).
+LOOM_ALGO=allreduce:oneshot,allgather:ring,broadcast:chain,reduce:chain LOOM_CHUNK_BYTES=4096 \
+  run_ranks 3 300 "$CT" -c allreduce,allgather,broadcast,reduce,barrier -s 1,7,4099,70001 \
+  -t float32,float16,int8,float64 -o sum,avg,max,premulsum
+expect_count "cases passed" 3 "LOOM_ALGO oneshot/ring/chain, 3 ranks"
+LOOM_ALGO=allreduce:oneshot LOOM_CHUNK_BYTES=4096 run_ranks 6 300 "$CT" -c allreduce \
+  -s 1,1021,70001 -t bfloat16,int32,float64 -o sum,prod,min,avg
+expect_count "cases passed" 6 "LOOM_ALGO oneshot, 6 ranks"
+LOOM_ALGO=ring,tree run_ranks 4 300 "$CT" -c allreduce,allgather,reducescatter,broadcast,reduce \
+  -s 1,5,1021,262147 -t float32,int64 -o sum,max
+expect_count "cases passed" 4 "LOOM_ALGO ring/tree, 4 ranks"
+LOOM_ALGO=rd run_ranks 4 300 "$CT" -c allreduce,allgather -s 1,1021,262147 -t float32,uint8 -o sum,min
+expect_count "cases passed" 4 "LOOM_ALGO rd at every size, 4 ranks"
+# rd cannot run on 3 ranks: rank 0 says so once per communicator and the tuner chooses.
+LOOM_ALGO=allreduce:rd run_ranks 3 300 "$CT" -c allreduce -s 1,70001 -t float32 -o sum
+expect_count "cases passed" 3 "LOOM_ALGO rd on 3 ranks falls back"
+expect_count "allreduce cannot use rd on 3 ranks" 1 "LOOM_ALGO rd on 3 ranks: WARN once"
+# A spec that does not parse fails init on every rank with the reason.
+LOOM_ALGO=allreduce:tree run_ranks 2 60 "$CT" -c allreduce -s 1
+if [ "$rc" -ne 0 ] && printf '%s\n' "$out" | grep -q 'LOOM_ALGO="allreduce:tree": allreduce has no algorithm tree'; then
+  pass "LOOM_ALGO=allreduce:tree: init fails, saying why"
+else
+  fail "LOOM_ALGO=allreduce:tree: expected a failed init naming the reason (rc=$rc)"
+  printf '%s\n' "$out" | tail -n 10
+fi
 check_no_leftovers coll_test
 finish

@@ -27,6 +27,7 @@
  * mine with recv_first) at processing, finalize counts a finalization; COPY
  * lands the data as it arrives.  The local copy is done before anything when
  * a step touches its destination, else at any time (done here at the end).
+ * The fold (one-shot all-reduce) runs once every step of the rank is done.
  * The transport matches the i-th message of a to b with the i-th receive of
  * b from a; it is simulated as rendezvous (a send completes only when its
  * receive is posted), the least buffering any transport has, so that no
@@ -94,7 +95,8 @@ __attribute__((format(printf, 1, 2), noreturn)) void failf(const char *fmt, ...)
 /* ---- the symbolic simulator --------------------------------------------------------- */
 
 static const char *const coll_fn[NCOLL] = {
-    "loom_ring_allreduce",   "loom_rd_allreduce",       "loom_ring_allgather",
+    "loom_ring_allreduce",   "loom_rd_allreduce",       "loom_oneshot_allreduce",
+    "loom_ring_allgather",
     "loom_rd_allgather",     "loom_ring_reducescatter", "loom_chain_broadcast",
     "loom_tree_broadcast",   "loom_chain_reduce",       "loom_tree_reduce",
     "loom_direct_alltoallv", "loom_direct_gather",      "loom_direct_scatter",
@@ -290,6 +292,9 @@ static void build(int r, struct loom_schedule *s) {
   case RD_AR:
     loom_rd_allreduce(r, n, k, s);
     break;
+  case ONESHOT_AR:
+    loom_oneshot_allreduce(r, n, k, s);
+    break;
   case RING_AG:
     loom_ring_allgather(r, n, k, s);
     break;
@@ -339,6 +344,7 @@ static void expected(int r, struct val *e, size_t recv_len) {
   switch (c->coll) {
   case RING_AR:
   case RD_AR:
+  case ONESHOT_AR:
   case RING_RS:
     for (size_t i = 0; i < cnt; i++)
       e[i] = RED(c->coll == RING_RS ? (size_t)r * cnt + i : i);
@@ -396,6 +402,7 @@ static void lay_out(int r) {
   switch (c->coll) {
   case RING_AR:
   case RD_AR:
+  case ONESHOT_AR:
     alias = c->inplace;
     break;
   case RING_AG:
@@ -548,6 +555,15 @@ static void check_steps(int p) {
     } else {
       EXPECT(!x->finalize, "rank %d step %d: finalize without a receive", p, i);
     }
+  }
+  const struct loom_fold *f = &s->fold;
+  if (f->count > 0) {
+    EXPECT(f->nblocks == n && f->self == p && f->finalize <= 1,
+           "rank %d: fold of %d blocks, own block %d (expected %d and %d)", p, f->nblocks, f->self,
+           n, p);
+    check_range(p, -1, "fold (own block)", LOOM_BUF_SEND, 0, f->count);
+    check_range(p, -1, "fold (result)", LOOM_BUF_RECV, 0, f->count);
+    check_range(p, -1, "fold (peers' blocks)", LOOM_BUF_SCRATCH, 0, (size_t)(n - 1) * f->count);
   }
   const struct loom_local_copy *cp = &s->copy;
   if (cp->count > 0) {
@@ -760,7 +776,7 @@ static void make_slots(void) {
 /* ---- accesses and the race check ---------------------------------------------------- */
 
 /* Who accesses memory, described only when a check fails. */
-enum who_kind { W_SEND, W_COPY_RECV, W_REDUCE, W_LOCAL_COPY };
+enum who_kind { W_SEND, W_COPY_RECV, W_REDUCE, W_LOCAL_COPY, W_FOLD };
 struct who {
   enum who_kind kind;
   int step, peer;
@@ -780,6 +796,9 @@ static const char *who_text(const struct who *w) {
   case W_REDUCE:
     snprintf(buf, sizeof buf, "the reduce of step %d slice %zu from rank %d", w->step, w->k,
              w->peer);
+    break;
+  case W_FOLD:
+    snprintf(buf, sizeof buf, "the fold");
     break;
   default:
     snprintf(buf, sizeof buf, "the local copy");
@@ -1206,6 +1225,68 @@ static void start_copies(void) {
   }
 }
 
+/* Block j of rank p's fold (struct loom_fold), element i. */
+static size_t fold_block(const struct rank *R, int j, size_t i) {
+  const struct loom_fold *f = &R->s.fold;
+  if (j == f->self)
+    return at(R, LOOM_BUF_SEND, i);
+  return at(R, LOOM_BUF_SCRATCH, (size_t)(j < f->self ? j : j - 1) * f->count + i);
+}
+
+/* The engine folds only once every send of the rank is done, so reads by
+ * the rank's own finished sends are over: they are dropped from element a's
+ * readers (when all its readers are such sends or ordered reduces). */
+static void retire_own_sends(int p, size_t a) {
+  struct shadow *h = &S.r[p].sh[a];
+  for (int i = 0; i < h->nread; i++) {
+    uint32_t rd = reader(h, i);
+    if (rd & PROC_READ ? !reader_before(p, rd, S.r[p].vc)
+                       : S.msg[rd].from != p || !S.msg[rd].done)
+      return; /* check_write judges */
+  }
+  h->nread = 0;
+}
+
+/* The fold as engine.c's fold_run does it, after every step: the running
+ * value in SCRATCH block 0 while the own block is still to come (third or
+ * later), else in RECV. */
+static void do_fold(int p) {
+  struct rank *R = &S.r[p];
+  const struct loom_fold *f = &R->s.fold;
+  struct who w = {W_FOLD, -1, -1, 0}, *who = &w;
+  uint32_t t = R->vc[p];
+  EXPECT(R->sends_done == R->sends_total, "simulator: rank %d folds before its sends are done", p);
+  for (size_t i = 0; i < f->count; i++) {
+    size_t recv = at(R, LOOM_BUF_RECV, i);
+    size_t acc = f->self >= 2 ? fold_block(R, 0, i) : recv;
+    size_t b0 = fold_block(R, 0, i), b1 = fold_block(R, 1, i);
+    check_read(p, b0, t, who, f->self == 0 ? LOOM_BUF_SEND : LOOM_BUF_SCRATCH, i);
+    check_read(p, b1, t, who, f->self == 1 ? LOOM_BUF_SEND : LOOM_BUF_SCRATCH, i);
+    retire_own_sends(p, acc);
+    check_write(p, acc, R->vc, who, acc == recv ? LOOM_BUF_RECV : LOOM_BUF_SCRATCH, i);
+    struct val v = combine(p, -1, i, R->mem[b0], R->mem[b1], 0);
+    R->mem[acc] = v;
+    for (int j = 2; j < f->nblocks; j++) {
+      size_t b = fold_block(R, j, i);
+      check_read(p, b, t, who, j == f->self ? LOOM_BUF_SEND : LOOM_BUF_SCRATCH, i);
+      if (j == f->self) {
+        retire_own_sends(p, recv);
+        check_write(p, recv, R->vc, who, LOOM_BUF_RECV, i);
+        v = combine(p, -1, i, R->mem[acc], R->mem[b], 0);
+        acc = recv;
+      } else {
+        v = combine(p, -1, i, R->mem[acc], R->mem[b], 0);
+      }
+      R->mem[acc] = v;
+    }
+    EXPECT(acc == recv, "rank %d: the fold ended outside RECV", p);
+    if (f->finalize) {
+      R->mem[recv].fin = 1;
+      R->mem[recv].hash = mix64(R->mem[recv].hash ^ 0xf1f1f1f1ull);
+    }
+  }
+}
+
 static void check_results(void) {
   const struct call *c = S.c;
   int n = S.n;
@@ -1230,7 +1311,7 @@ static void check_results(void) {
         EXPECT(v->hash == w->hash, "rank %d: RECV[%zu] is not the sent value", p, e);
     }
   }
-  if (c->coll == RING_AR || c->coll == RD_AR) /* every rank: the same bits */
+  if (c->coll == RING_AR || c->coll == RD_AR || c->coll == ONESHOT_AR) /* every rank: the same bits */
     for (int p = 1; p < n; p++)
       for (size_t e = 0; e < c->count; e++)
         EXPECT(S.r[p].mem[at(&S.r[p], LOOM_BUF_RECV, e)].hash ==
@@ -1291,6 +1372,7 @@ void simulate(struct call *c) {
     R->steps = pcalloc((size_t)cap, sizeof *R->steps);
     memset(R->steps, 0xa5, sizeof *R->steps * (size_t)cap);
     memset(&R->s.copy, 0xa5, sizeof R->s.copy);
+    memset(&R->s.fold, 0xa5, sizeof R->s.fold);
     R->s.nsteps = -7;
     R->s.scratch_count = (size_t)0xa5a5a5a5;
     R->s.cap = cap;
@@ -1331,5 +1413,8 @@ void simulate(struct call *c) {
   for (int p = 0; p < n; p++)
     if (S.r[p].copy_float)
       do_copy(p);
+  for (int p = 0; p < n; p++)
+    if (S.r[p].s.fold.count > 0)
+      do_fold(p);
   check_results();
 }

@@ -34,6 +34,7 @@ __attribute__((format(printf, 1, 2), noreturn)) void failf(const char *fmt, ...)
 enum coll {
   RING_AR,
   RD_AR,
+  ONESHOT_AR,
   RING_AG,
   RD_AG,
   RING_RS,

@@ -1,0 +1,147 @@
+/*
+ * check_plan.c — unit tests of the tuner (src/plan/plan.c) and of LOOM_ALGO
+ * parsing (src/plan/algo.c): which algorithm each size and rank count gets,
+ * what forcing does, and the messages for bad specs.
+ */
+#include "plan/plan.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- loom_algo_parse ------------------------------------------------------- */
+
+static void parse_ok(const char *spec, unsigned char forced[LOOM_COLL_COUNT]) {
+  char err[256] = "";
+  ck_assert_msg(loom_algo_parse(spec, forced, err, sizeof err) == 0, "\"%s\": %s",
+                spec ? spec : "(null)", err);
+}
+
+static void parse_bad(const char *spec, const char *want_in_message) {
+  unsigned char forced[LOOM_COLL_COUNT];
+  char err[256] = "";
+  ck_assert_msg(loom_algo_parse(spec, forced, err, sizeof err) == -1, "\"%s\" was accepted",
+                spec);
+  ck_assert_msg(strstr(err, want_in_message) != NULL, "\"%s\": message \"%s\" lacks \"%s\"",
+                spec, err, want_in_message);
+}
+
+START_TEST(parse_empty) {
+  unsigned char f[LOOM_COLL_COUNT];
+  memset(f, 0xee, sizeof f);
+  parse_ok(NULL, f);
+  for (int c = 0; c < LOOM_COLL_COUNT; c++)
+    ck_assert_int_eq(f[c], LOOM_ALGO_AUTO);
+  memset(f, 0xee, sizeof f);
+  parse_ok("", f);
+  for (int c = 0; c < LOOM_COLL_COUNT; c++)
+    ck_assert_int_eq(f[c], LOOM_ALGO_AUTO);
+}
+END_TEST
+
+START_TEST(parse_plain_applies_where_it_can) {
+  unsigned char f[LOOM_COLL_COUNT];
+  parse_ok("ring", f);
+  ck_assert_int_eq(f[LOOM_COLL_ALLREDUCE], LOOM_ALGO_RING);
+  ck_assert_int_eq(f[LOOM_COLL_ALLGATHER], LOOM_ALGO_RING);
+  ck_assert_int_eq(f[LOOM_COLL_REDUCESCATTER], LOOM_ALGO_RING);
+  ck_assert_int_eq(f[LOOM_COLL_BROADCAST], LOOM_ALGO_AUTO);
+  ck_assert_int_eq(f[LOOM_COLL_REDUCE], LOOM_ALGO_AUTO);
+  parse_ok("TREE", f); /* case-insensitive */
+  ck_assert_int_eq(f[LOOM_COLL_BROADCAST], LOOM_ALGO_TREE);
+  ck_assert_int_eq(f[LOOM_COLL_REDUCE], LOOM_ALGO_TREE);
+  ck_assert_int_eq(f[LOOM_COLL_ALLREDUCE], LOOM_ALGO_AUTO);
+}
+END_TEST
+
+START_TEST(parse_per_collective_and_override) {
+  unsigned char f[LOOM_COLL_COUNT];
+  parse_ok("ring,allreduce:oneshot,Broadcast:chain,", f);
+  ck_assert_int_eq(f[LOOM_COLL_ALLREDUCE], LOOM_ALGO_ONESHOT);
+  ck_assert_int_eq(f[LOOM_COLL_ALLGATHER], LOOM_ALGO_RING);
+  ck_assert_int_eq(f[LOOM_COLL_BROADCAST], LOOM_ALGO_CHAIN);
+  ck_assert_int_eq(f[LOOM_COLL_REDUCE], LOOM_ALGO_AUTO);
+  parse_ok("allgather:rd,allgather:ring", f); /* the later one wins */
+  ck_assert_int_eq(f[LOOM_COLL_ALLGATHER], LOOM_ALGO_RING);
+}
+END_TEST
+
+START_TEST(parse_errors) {
+  parse_bad("bogus", "unknown algorithm \"bogus\"");
+  parse_bad("allreduce:", "unknown algorithm \"\"");
+  parse_bad("ring,,rd", "empty item");
+  parse_bad("allreduce:tree", "allreduce has no algorithm tree");
+  parse_bad("broadcast:oneshot", "broadcast has no algorithm oneshot");
+  parse_bad("alltoall:ring", "alltoall has no algorithm ring");
+  parse_bad("allreduc:ring", "\"allreduc\" is not a collective");
+}
+END_TEST
+
+/* ---- loom_plan: the tuner ---------------------------------------------------- */
+
+static const char *plan(enum loom_coll coll, int nranks, size_t bytes, enum loom_algo algo) {
+  static struct loom_step steps[LOOM_SCHED_MAX_STEPS(64)];
+  struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(64), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}};
+  struct loom_plan_args a = {coll, 0, nranks, 0, bytes / 4, 4, algo, NULL, NULL, NULL, NULL};
+  return loom_plan(&a, &s);
+}
+
+START_TEST(tuner_allreduce) {
+  ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 2, 8, LOOM_ALGO_AUTO), "recursive doubling");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 2, 64 << 10, LOOM_ALGO_AUTO), "recursive doubling");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 2, (64 << 10) + 4, LOOM_ALGO_AUTO), "ring");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 3, 8 << 10, LOOM_ALGO_AUTO), "one-shot");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 8, 8, LOOM_ALGO_AUTO), "one-shot");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 3, (8 << 10) + 4, LOOM_ALGO_AUTO), "ring");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 4, (8 << 10) + 4, LOOM_ALGO_AUTO),
+                   "recursive doubling");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 4, 1 << 20, LOOM_ALGO_AUTO), "ring");
+}
+END_TEST
+
+START_TEST(tuner_forced_and_fallback) {
+  ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 2, 8, LOOM_ALGO_RING), "ring");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 4, 64 << 20, LOOM_ALGO_ONESHOT), "one-shot");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 4, 64 << 20, LOOM_ALGO_RD), "recursive doubling");
+  /* recursive doubling cannot run on 3 ranks: the tuner's choice */
+  ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 3, 64 << 20, LOOM_ALGO_RD), "ring");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 3, 8, LOOM_ALGO_RD), "one-shot");
+  ck_assert_str_eq(plan(LOOM_COLL_BROADCAST, 5, 8, LOOM_ALGO_CHAIN), "chain");
+  ck_assert_str_eq(plan(LOOM_COLL_BROADCAST, 5, 64 << 20, LOOM_ALGO_TREE), "binomial tree");
+  ck_assert_str_eq(plan(LOOM_COLL_REDUCE, 5, 8, LOOM_ALGO_AUTO), "binomial tree");
+  ck_assert_str_eq(plan(LOOM_COLL_REDUCE, 5, 1 << 20, LOOM_ALGO_AUTO), "chain");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLGATHER, 4, 1 << 10, LOOM_ALGO_AUTO), "recursive doubling");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLGATHER, 4, 1 << 10, LOOM_ALGO_RING), "ring");
+  /* an algorithm the collective does not have (LOOM_ALGO rejects it; the
+   * planner ignores it) */
+  ck_assert_str_eq(plan(LOOM_COLL_REDUCESCATTER, 4, 8, LOOM_ALGO_TREE), "ring");
+}
+END_TEST
+
+START_TEST(runs_and_names) {
+  ck_assert(loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_RD, 8));
+  ck_assert(!loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_RD, 6));
+  ck_assert(loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_ONESHOT, 6));
+  ck_assert(!loom_algo_runs(LOOM_COLL_GATHER, LOOM_ALGO_RING, 4));
+  ck_assert_str_eq(loom_algo_name(LOOM_ALGO_ONESHOT), "oneshot");
+  ck_assert_str_eq(loom_algo_name(LOOM_ALGO_COUNT), "?");
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("plan");
+  TCase *tc = tcase_create("plan");
+  tcase_add_test(tc, parse_empty);
+  tcase_add_test(tc, parse_plain_applies_where_it_can);
+  tcase_add_test(tc, parse_per_collective_and_override);
+  tcase_add_test(tc, parse_errors);
+  tcase_add_test(tc, tuner_allreduce);
+  tcase_add_test(tc, tuner_forced_and_fallback);
+  tcase_add_test(tc, runs_and_names);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? 0 : 1;
+}

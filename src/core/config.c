@@ -85,6 +85,11 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          "algorithms: ring, rd (recursive doubling, power-of-two ranks), oneshot "
          "(allreduce), tree, chain (broadcast, reduce); one that cannot run on the "
          "communicator's rank count falls back to the tuner (WARN at init)"},
+    [LOOM_PARAM_HOSTID] =
+        {"LOOM_HOSTID", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "node identity (at most 63 bytes): ranks with the same value are one node "
+         "(shared memory between them, the network to the others); default: hostname "
+         "and boot id.  Lets tests make several nodes on one machine"},
 };
 
 struct param_value {

@@ -31,6 +31,7 @@ typedef enum {
   LOOM_PARAM_SHM_DISABLE,
   LOOM_PARAM_SHM_CMA,
   LOOM_PARAM_ALGO,
+  LOOM_PARAM_HOSTID,
   LOOM_PARAM_COUNT
 } loom_param_id;
 

@@ -71,5 +71,10 @@ else
   fail "LOOM_ALGO=allreduce:tree: expected a failed init naming the reason (rc=$rc)"
   printf '%s\n' "$out" | tail -n 10
 fi
+# Two "nodes" of two ranks on this machine (LOOM_HOSTID per rank): shared
+# memory inside a node, TCP between them, the whole matrix.
+LOOM_DEBUG=INFO run_ranks 4 300 sh -c 'LOOM_HOSTID=node$((LOOM_RANK / 2)) exec "$0" "$@"' "$CT"
+expect_count "cases passed" 4 "2 nodes x 2 ranks by LOOM_HOSTID, full matrix"
+expect_count "1 peer(s) over shm, 2 over tcp" 4 "2 nodes x 2 ranks: shm inside a node, tcp across"
 check_no_leftovers coll_test
 finish

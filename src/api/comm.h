@@ -8,6 +8,7 @@
 #include "engine/engine.h"
 #include "loom.h"
 #include "plan/plan.h"
+#include "topo/topo.h"
 #include "transport.h"
 
 #include <pthread.h>
@@ -46,6 +47,7 @@ struct loomComm {
   unsigned coll_seq; /* collectives run so far (fingerprints carry it) */
   size_t bucket_bytes; /* LOOM_BUCKET_BYTES, read at init */
   unsigned char algo[LOOM_COLL_COUNT]; /* enum loom_algo per collective: LOOM_ALGO, read at init */
+  struct loom_topo topo; /* which ranks share a node, each node's hardware; built at init */
   /* stream tasks queued for this communicator and not yet finished */
   atomic_int inflight; /* queued or running tasks; the lock and cond only for waiting */
   atomic_int inflight_waiters; /* threads in loom_comm_wait_tasks */
@@ -77,6 +79,10 @@ loomResult_t loom_read_config(const loomConfig_t *config, int *blocking, int *ti
 /* Grows *buf to at least `bytes` (64-byte aligned); loomSystemError on
  * failure. */
 loomResult_t loom_comm_grow(void **buf, size_t *cap, size_t bytes);
+/* comm_topo.c: builds comm->topo at init (after the bootstrap, before the
+ * transports), and logs what it means for the algorithms (after). */
+loomResult_t loom_comm_topo_setup(loomComm_t comm);
+void loom_comm_topo_report(loomComm_t comm);
 /* Stream tasks: counted so Finalize, Destroy and Abort wait for them. */
 void loom_comm_task_begin(loomComm_t comm);
 void loom_comm_task_end(loomComm_t comm);

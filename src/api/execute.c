@@ -72,8 +72,13 @@ loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
     sendbuff = comm->premul;
   }
   enum loom_coll coll = c->coll == LOOM_COLL_BARRIER ? LOOM_COLL_ALLREDUCE : c->coll;
-  struct loom_plan_args pa = {coll,  comm->rank, n,    c->root, count, esize,
-                              (enum loom_algo)comm->algo[coll], NULL, NULL, NULL, NULL};
+  struct loom_plan_args pa = {coll,    comm->rank,
+                              n,       c->root,
+                              count,   esize,
+                              (enum loom_algo)comm->algo[coll],
+                              comm->topo.nnodes > 0 ? &comm->topo : NULL,
+                              NULL,    NULL,
+                              NULL,    NULL};
   size_t *v = c->v, *owned = NULL;
   if (c->coll == LOOM_COLL_ALLTOALL) {
     v = owned = alltoall_arrays(n, count);

@@ -107,14 +107,14 @@ static loomResult_t connect_transport(loomComm_t comm) {
   if (comm->nranks == 1)
     return loomSuccess;
   comm->tp = &loom_transport_mux;
-  /* The ranks of this host, from the host ids exchanged at rendezvous. */
-  int *local = malloc(sizeof(int) * (size_t)comm->nranks), nlocal = 0;
+  /* The ranks of this node (the topology grouped them by host id). */
+  const struct loom_topo *t = &comm->topo;
+  int node = t->node_of[comm->rank], nlocal = loom_topo_node_size(t, node);
+  int *local = malloc(sizeof(int) * (size_t)nlocal);
   if (local == NULL)
     return loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
-  const char *me = loom_bootstrap_peer(comm->bs, comm->rank)->hostid;
-  for (int r = 0; r < comm->nranks; r++)
-    if (strcmp(loom_bootstrap_peer(comm->bs, r)->hostid, me) == 0)
-      local[nlocal++] = r;
+  for (int i = 0; i < nlocal; i++)
+    local[i] = loom_topo_rank_at(t, node, i);
   struct loom_transport_comm info = {
       .rank = comm->rank,
       .nranks = comm->nranks,
@@ -162,6 +162,7 @@ static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
   loom_log_set_rank(comm->rank);
   uint64_t t0 = loom_now_ns();
   LOOM_CHECK(loom_bootstrap_init(id, comm->rank, comm->nranks, &comm->bs));
+  LOOM_CHECK(loom_comm_topo_setup(comm));
   LOOM_CHECK(connect_transport(comm));
   struct loom_engine *e = &comm->engine;
   e->rank = comm->rank;
@@ -177,6 +178,7 @@ static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
   e->busy_wait = comm->tp != NULL && loom_mux_busy_wait(comm->tp_ctx);
   e->chunk_bytes = (size_t)loom_param_int(LOOM_PARAM_CHUNK_BYTES);
   LOOM_CHECK(loom_engine_init(e));
+  loom_comm_topo_report(comm);
   LOOM_INFO(LOOM_LOG_INIT,
             "comm %s: rank %d of %d ready in %.1f ms (transport %s, timeout %d ms, "
             "chunk %zu bytes)",
@@ -223,25 +225,13 @@ loomResult_t loom_read_config(const loomConfig_t *config, int *blocking, int *ti
   return loomSuccess;
 }
 
-/* LOOM_ALGO, parsed per communicator; a forced algorithm this rank count
- * cannot run is said once (rank 0) and left to the tuner. */
-static loomResult_t read_algo(int rank, int nranks, unsigned char algo[LOOM_COLL_COUNT]) {
+/* LOOM_ALGO, parsed per communicator before anything else, so that a bad
+ * spec fails at once (what it means for this machine is logged once the
+ * topology is known: loom_comm_topo_report). */
+static loomResult_t read_algo(unsigned char algo[LOOM_COLL_COUNT]) {
   char err[256];
   if (loom_algo_parse(loom_param_str(LOOM_PARAM_ALGO), algo, err, sizeof err) != 0)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomCommInitRank: %s", err);
-  for (int c = 0; c < LOOM_COLL_COUNT; c++) {
-    if (algo[c] == LOOM_ALGO_AUTO || rank != 0)
-      continue;
-    if (loom_algo_runs((enum loom_coll)c, (enum loom_algo)algo[c], nranks))
-      LOOM_INFO(LOOM_LOG_INIT, "LOOM_ALGO: %s uses %s", loom_coll_name((enum loom_coll)c),
-                loom_algo_name((enum loom_algo)algo[c]));
-    else
-      LOOM_WARN(LOOM_LOG_INIT,
-                "LOOM_ALGO: %s cannot use %s on %d ranks (not a power of two); the tuner "
-                "chooses instead",
-                loom_coll_name((enum loom_coll)c), loom_algo_name((enum loom_algo)algo[c]),
-                nranks);
-  }
   return loomSuccess;
 }
 
@@ -263,6 +253,7 @@ static void comm_free(loomComm_t comm) {
   free(comm->premul);
   free(comm->bucket_send);
   free(comm->bucket_recv);
+  loom_topo_free(&comm->topo);
   comm->magic = 0;
   free(comm);
 }
@@ -283,7 +274,7 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   const char *name;
   LOOM_CHECK(loom_read_config(config, &blocking, &timeout_ms, &name));
   unsigned char algo[LOOM_COLL_COUNT];
-  LOOM_CHECK(read_algo(rank, nranks, algo));
+  LOOM_CHECK(read_algo(algo));
   loomComm_t comm = calloc(1, sizeof *comm);
   if (comm == NULL || (comm->conns = calloc((size_t)nranks, sizeof(void *))) == NULL ||
       (comm->sched_steps = malloc(sizeof(struct loom_step) *

@@ -8,7 +8,7 @@
 #include <strings.h>
 
 static const char *const algo_names[LOOM_ALGO_COUNT] = {
-    "auto", "ring", "rd", "oneshot", "tree", "chain",
+    "auto", "ring", "rd", "oneshot", "tree", "chain", "hier",
 };
 
 const char *loom_algo_name(enum loom_algo algo) {
@@ -18,7 +18,8 @@ const char *loom_algo_name(enum loom_algo algo) {
 int loom_algo_applies(enum loom_coll coll, enum loom_algo algo) {
   switch (coll) {
   case LOOM_COLL_ALLREDUCE:
-    return algo == LOOM_ALGO_RING || algo == LOOM_ALGO_RD || algo == LOOM_ALGO_ONESHOT;
+    return algo == LOOM_ALGO_RING || algo == LOOM_ALGO_RD || algo == LOOM_ALGO_ONESHOT ||
+           algo == LOOM_ALGO_HIER;
   case LOOM_COLL_ALLGATHER:
     return algo == LOOM_ALGO_RING || algo == LOOM_ALGO_RD;
   case LOOM_COLL_REDUCESCATTER:
@@ -31,10 +32,16 @@ int loom_algo_applies(enum loom_coll coll, enum loom_algo algo) {
   }
 }
 
-int loom_algo_runs(enum loom_coll coll, enum loom_algo algo, int nranks) {
+int loom_algo_runs(enum loom_coll coll, enum loom_algo algo, int nranks,
+                   const struct loom_topo *topo) {
   if (!loom_algo_applies(coll, algo))
     return 0;
-  return algo != LOOM_ALGO_RD || loom_is_pow2(nranks);
+  if (algo == LOOM_ALGO_RD)
+    return loom_is_pow2(nranks);
+  if (algo == LOOM_ALGO_HIER)
+    return topo != NULL && topo->nnodes > 1 && loom_topo_uniform(topo) &&
+           loom_topo_node_size(topo, 0) > 1;
+  return 1;
 }
 
 static int find_coll(const char *name, size_t len) {
@@ -53,7 +60,7 @@ static int find_algo(const char *name, size_t len) {
   return -1;
 }
 
-#define ALGO_LIST "ring, rd, oneshot, tree, chain"
+#define ALGO_LIST "ring, rd, oneshot, tree, chain, hier"
 #define COLL_LIST "allreduce, allgather, reducescatter, broadcast, reduce"
 
 int loom_algo_parse(const char *spec, unsigned char forced[LOOM_COLL_COUNT], char *err,

@@ -6,6 +6,7 @@
 #define LOOM_PLAN_PLAN_H
 
 #include "sched/schedule.h"
+#include "topo/topo.h"
 
 #include <stddef.h>
 
@@ -46,15 +47,19 @@ enum loom_algo {
   LOOM_ALGO_ONESHOT, /* allreduce: every rank sends its input to all */
   LOOM_ALGO_TREE,    /* binomial tree: broadcast, reduce */
   LOOM_ALGO_CHAIN,   /* pipelined chain: broadcast, reduce */
+  LOOM_ALGO_HIER,    /* allreduce: reduce-scatter in nodes, all-reduce across, all-gather in nodes */
   LOOM_ALGO_COUNT
 };
 
-/* "auto", "ring", "rd", "oneshot", "tree", "chain". */
+/* "auto", "ring", "rd", "oneshot", "tree", "chain", "hier". */
 const char *loom_algo_name(enum loom_algo algo);
 /* Whether `coll` has `algo` at all (any rank count). */
 int loom_algo_applies(enum loom_coll coll, enum loom_algo algo);
-/* Whether `algo` can run `coll` on nranks ranks (rd: a power of two). */
-int loom_algo_runs(enum loom_coll coll, enum loom_algo algo, int nranks);
+/* Whether `algo` can run `coll` on nranks ranks (rd: a power of two;
+ * hier: topo with several nodes of equal size, more than one rank each;
+ * topo NULL: one node). */
+int loom_algo_runs(enum loom_coll coll, enum loom_algo algo, int nranks,
+                   const struct loom_topo *topo);
 
 /* Parses LOOM_ALGO: a comma-separated list of ALGO (every collective that
  * has it) or COLL:ALGO (allreduce:oneshot), case-insensitive, later items
@@ -71,6 +76,7 @@ struct loom_plan_args {
   int rank, nranks, root;
   size_t count, elem_size;
   enum loom_algo algo; /* forced by LOOM_ALGO, or AUTO; one that cannot run falls back */
+  const struct loom_topo *topo; /* which ranks share a node; NULL: all one node */
   /* all-to-all-v: per peer, in elements */
   const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
 };

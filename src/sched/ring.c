@@ -64,26 +64,45 @@ static void recv_block(struct loom_step *p, int peer, int op, int buf, size_t co
   p->mine_off = p->recv_off;
 }
 
-void loom_ring_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s) {
-  int n = nranks, next = loom_ring_next(rank, n), prev = loom_ring_prev(rank, n);
+/* Ring order: the rank at position p, and a rank's position (order NULL:
+ * the identity). */
+static int at_pos(const int *order, int p) { return order != NULL ? order[p] : p; }
+static int pos_of(const int *order, int n, int rank) {
+  if (order == NULL)
+    return rank;
+  for (int p = 0; p < n; p++)
+    if (order[p] == rank)
+      return p;
+  return -1; /* not in the ring: the caller's bug */
+}
+
+void loom_ring_allreduce_ordered(int rank, int nranks, const int *order, size_t count,
+                                 struct loom_schedule *s) {
+  int n = nranks, me = pos_of(order, n, rank);
+  int next = at_pos(order, loom_ring_next(me, n)), prev = at_pos(order, loom_ring_prev(me, n));
   loom_sched_reset(s);
   if (n == 1) {
     set_copy(s, LOOM_BUF_SEND, 0, LOOM_BUF_RECV, 0, count);
     return;
   }
+  /* Blocks are numbered by ring position: any consistent numbering works. */
   for (int st = 0; st < n - 1; st++) {
     struct loom_step *p = loom_sched_add(s);
-    send_block(p, next, st == 0 ? LOOM_BUF_SEND : LOOM_BUF_RECV, count, n, mod(rank - st, n));
+    send_block(p, next, st == 0 ? LOOM_BUF_SEND : LOOM_BUF_RECV, count, n, mod(me - st, n));
     p->wait_step = st - 1;
-    recv_block(p, prev, LOOM_RECV_REDUCE, LOOM_BUF_RECV, count, n, mod(rank - st - 1, n));
+    recv_block(p, prev, LOOM_RECV_REDUCE, LOOM_BUF_RECV, count, n, mod(me - st - 1, n));
     p->finalize = st == n - 2;
   }
   for (int st = 0; st < n - 1; st++) {
     struct loom_step *p = loom_sched_add(s);
-    send_block(p, next, LOOM_BUF_RECV, count, n, mod(rank + 1 - st, n));
+    send_block(p, next, LOOM_BUF_RECV, count, n, mod(me + 1 - st, n));
     p->wait_step = s->nsteps - 2;
-    recv_block(p, prev, LOOM_RECV_COPY, LOOM_BUF_RECV, count, n, mod(rank - st, n));
+    recv_block(p, prev, LOOM_RECV_COPY, LOOM_BUF_RECV, count, n, mod(me - st, n));
   }
+}
+
+void loom_ring_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s) {
+  loom_ring_allreduce_ordered(rank, nranks, NULL, count, s);
 }
 
 void loom_rd_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s) {
@@ -104,13 +123,17 @@ void loom_rd_allreduce(int rank, int nranks, size_t count, struct loom_schedule 
   }
 }
 
-void loom_ring_allgather(int rank, int nranks, size_t count, struct loom_schedule *s) {
-  int n = nranks, next = loom_ring_next(rank, n), prev = loom_ring_prev(rank, n);
+void loom_ring_allgather_ordered(int rank, int nranks, const int *order, size_t count,
+                                 struct loom_schedule *s) {
+  int n = nranks, me = pos_of(order, n, rank);
+  int next = at_pos(order, loom_ring_next(me, n)), prev = at_pos(order, loom_ring_prev(me, n));
   loom_sched_reset(s);
   set_copy(s, LOOM_BUF_SEND, 0, LOOM_BUF_RECV, (size_t)rank * count, count);
   for (int st = 0; st < n - 1; st++) {
     struct loom_step *p = loom_sched_add(s);
-    int b = mod(rank - st, n);
+    /* the block of the rank st positions back travels on; blocks sit at
+     * their owner's rank in recvbuff */
+    int b = at_pos(order, mod(me - st, n));
     /* Step 0 sends straight from sendbuff, overlapping the local copy. */
     p->send_peer = next;
     p->send_buf = st == 0 ? LOOM_BUF_SEND : LOOM_BUF_RECV;
@@ -120,9 +143,13 @@ void loom_ring_allgather(int rank, int nranks, size_t count, struct loom_schedul
     p->recv_peer = prev;
     p->recv_op = LOOM_RECV_COPY;
     p->recv_buf = LOOM_BUF_RECV;
-    p->recv_off = (size_t)mod(rank - st - 1, n) * count;
+    p->recv_off = (size_t)at_pos(order, mod(me - st - 1, n)) * count;
     p->recv_count = count;
   }
+}
+
+void loom_ring_allgather(int rank, int nranks, size_t count, struct loom_schedule *s) {
+  loom_ring_allgather_ordered(rank, nranks, NULL, count, s);
 }
 
 void loom_rd_allgather(int rank, int nranks, size_t count, struct loom_schedule *s) {
@@ -145,19 +172,23 @@ void loom_rd_allgather(int rank, int nranks, size_t count, struct loom_schedule 
   }
 }
 
-void loom_ring_reducescatter(int rank, int nranks, size_t count, struct loom_schedule *s) {
-  int n = nranks, next = loom_ring_next(rank, n), prev = loom_ring_prev(rank, n);
+void loom_ring_reducescatter_ordered(int rank, int nranks, const int *order, size_t count,
+                                     struct loom_schedule *s) {
+  int n = nranks, me = pos_of(order, n, rank);
+  int next = at_pos(order, loom_ring_next(me, n)), prev = at_pos(order, loom_ring_prev(me, n));
   loom_sched_reset(s);
   if (n == 1) {
     set_copy(s, LOOM_BUF_SEND, 0, LOOM_BUF_RECV, 0, count);
     return;
   }
   s->scratch_count = (size_t)n * count;
-  /* In step st rank r sends block r-st-1 and reduces block r-st-2 into it;
-   * the last step (st = n-2) completes block r, straight into recvbuff. */
+  /* In step st the rank at position p sends the block of position p-st-1
+   * and reduces that of p-st-2 into it; the last step (st = n-2) completes
+   * its own block, straight into recvbuff.  Blocks are addressed by their
+   * owner's rank. */
   for (int st = 0; st < n - 1; st++) {
     struct loom_step *p = loom_sched_add(s);
-    int sb = mod(rank - st - 1, n), rb = mod(rank - st - 2, n);
+    int sb = at_pos(order, mod(me - st - 1, n)), rb = at_pos(order, mod(me - st - 2, n));
     p->send_peer = next;
     p->send_buf = st == 0 ? LOOM_BUF_SEND : LOOM_BUF_SCRATCH;
     p->send_off = (size_t)sb * count;
@@ -173,4 +204,8 @@ void loom_ring_reducescatter(int rank, int nranks, size_t count, struct loom_sch
     p->recv_off = last ? 0 : (size_t)rb * count;
     p->finalize = (unsigned char)last;
   }
+}
+
+void loom_ring_reducescatter(int rank, int nranks, size_t count, struct loom_schedule *s) {
+  loom_ring_reducescatter_ordered(rank, nranks, NULL, count, s);
 }

@@ -103,6 +103,15 @@ void loom_ring_allreduce(int rank, int nranks, size_t count, struct loom_schedul
  * commutativity stops at values (max(+0,-0), NaN payloads), and every rank
  * ends with the same bits. */
 void loom_rd_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s);
+/* The same rings in a given order: order[p] is the rank at ring position
+ * p (NULL: rank order).  With the ranks of each node contiguous, data
+ * crosses the network once per node boundary instead of at every step. */
+void loom_ring_allreduce_ordered(int rank, int nranks, const int *order, size_t count,
+                                 struct loom_schedule *s);
+void loom_ring_allgather_ordered(int rank, int nranks, const int *order, size_t count,
+                                 struct loom_schedule *s);
+void loom_ring_reducescatter_ordered(int rank, int nranks, const int *order, size_t count,
+                                     struct loom_schedule *s);
 /* Ring all-gather of `count` elements per rank, n-1 steps. */
 void loom_ring_allgather(int rank, int nranks, size_t count, struct loom_schedule *s);
 /* Recursive-doubling all-gather (power-of-two nranks): step k swaps the
@@ -111,6 +120,23 @@ void loom_rd_allgather(int rank, int nranks, size_t count, struct loom_schedule 
 /* Ring reduce-scatter: `count` elements per rank; rank r ends with block r
  * in RECV.  Partial sums travel through SCRATCH (nranks*count). */
 void loom_ring_reducescatter(int rank, int nranks, size_t count, struct loom_schedule *s);
+
+/* ---- hier.c: two levels (nodes of equal size) ---- */
+/* Where a rank sits: node `node` of nnodes, local index local_index of
+ * local_size, and the rank at (node, local index) of any other place. */
+struct loom_hier {
+  int nnodes, local_size, node, local_index;
+  int (*rank_at)(int node, int local_index, const void *arg);
+  const void *arg;
+};
+/* Hierarchical all-reduce (nnodes > 1, local_size > 1): ring
+ * reduce-scatter inside the node (L-1 steps), ring all-reduce across the
+ * nodes of the block this rank owns (2(N-1) steps, among the ranks of the
+ * same local index), ring all-gather inside the node (L-1 steps).  Every
+ * element is reduced in the same order everywhere its result is used, so
+ * every rank ends with the same bits. */
+void loom_hier_allreduce(int rank, const struct loom_hier *h, size_t count,
+                         struct loom_schedule *s);
 
 /* ---- chain.c: rooted collectives ---- */
 /* Pipelined chain root -> root+1 -> ... (large messages: every link carries

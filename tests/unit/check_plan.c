@@ -71,6 +71,7 @@ START_TEST(parse_errors) {
   parse_bad("allreduce:", "unknown algorithm \"\"");
   parse_bad("ring,,rd", "empty item");
   parse_bad("allreduce:tree", "allreduce has no algorithm tree");
+  parse_bad("allgather:hier", "allgather has no algorithm hier");
   parse_bad("broadcast:oneshot", "broadcast has no algorithm oneshot");
   parse_bad("alltoall:ring", "alltoall has no algorithm ring");
   parse_bad("allreduc:ring", "\"allreduc\" is not a collective");
@@ -79,11 +80,16 @@ END_TEST
 
 /* ---- loom_plan: the tuner ---------------------------------------------------- */
 
-static const char *plan(enum loom_coll coll, int nranks, size_t bytes, enum loom_algo algo) {
+static const char *plan_on(enum loom_coll coll, int nranks, size_t bytes, enum loom_algo algo,
+                           const struct loom_topo *topo) {
   static struct loom_step steps[LOOM_SCHED_MAX_STEPS(64)];
   struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(64), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}};
-  struct loom_plan_args a = {coll, 0, nranks, 0, bytes / 4, 4, algo, NULL, NULL, NULL, NULL};
+  struct loom_plan_args a = {coll, 0, nranks, 0, bytes / 4, 4, algo, topo, NULL, NULL, NULL, NULL};
   return loom_plan(&a, &s);
+}
+
+static const char *plan(enum loom_coll coll, int nranks, size_t bytes, enum loom_algo algo) {
+  return plan_on(coll, nranks, bytes, algo, NULL);
 }
 
 START_TEST(tuner_allreduce) {
@@ -118,11 +124,48 @@ START_TEST(tuner_forced_and_fallback) {
 }
 END_TEST
 
+START_TEST(tuner_with_nodes) {
+  struct loom_topo two_by_two, uneven, one_each;
+  int id4[] = {0, 1, 0, 1}, id5[] = {0, 0, 0, 1, 1}, id3[] = {7, 8, 9};
+  ck_assert_int_eq(loom_topo_from_nodes(&two_by_two, 4, id4), 0);
+  ck_assert_int_eq(loom_topo_from_nodes(&uneven, 5, id5), 0);
+  ck_assert_int_eq(loom_topo_from_nodes(&one_each, 3, id3), 0);
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 4, 1 << 20, LOOM_ALGO_AUTO, &two_by_two),
+                   "hierarchical");
+  /* small messages keep their latency algorithms */
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 4, 1 << 10, LOOM_ALGO_AUTO, &two_by_two),
+                   "one-shot");
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 4, 32 << 10, LOOM_ALGO_AUTO, &two_by_two),
+                   "recursive doubling");
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLGATHER, 4, 1 << 20, LOOM_ALGO_AUTO, &two_by_two),
+                   "ring (by node)");
+  ck_assert_str_eq(plan_on(LOOM_COLL_REDUCESCATTER, 4, 1 << 20, LOOM_ALGO_AUTO, &two_by_two),
+                   "ring (by node)");
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 4, 1 << 20, LOOM_ALGO_RING, &two_by_two),
+                   "ring (by node)");
+  /* nodes of unequal size, or one rank per node: no hierarchical */
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 5, 1 << 20, LOOM_ALGO_AUTO, &uneven),
+                   "ring (by node)");
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 5, 1 << 20, LOOM_ALGO_HIER, &uneven),
+                   "ring (by node)");
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 3, 1 << 20, LOOM_ALGO_AUTO, &one_each),
+                   "ring (by node)");
+  ck_assert(!loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_HIER, 3, &one_each));
+  ck_assert(loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_HIER, 4, &two_by_two));
+  ck_assert(!loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_HIER, 4, NULL));
+  /* one node: plain rings */
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 3, 1 << 20, LOOM_ALGO_HIER, NULL), "ring");
+  loom_topo_free(&two_by_two);
+  loom_topo_free(&uneven);
+  loom_topo_free(&one_each);
+}
+END_TEST
+
 START_TEST(runs_and_names) {
-  ck_assert(loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_RD, 8));
-  ck_assert(!loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_RD, 6));
-  ck_assert(loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_ONESHOT, 6));
-  ck_assert(!loom_algo_runs(LOOM_COLL_GATHER, LOOM_ALGO_RING, 4));
+  ck_assert(loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_RD, 8, NULL));
+  ck_assert(!loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_RD, 6, NULL));
+  ck_assert(loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_ONESHOT, 6, NULL));
+  ck_assert(!loom_algo_runs(LOOM_COLL_GATHER, LOOM_ALGO_RING, 4, NULL));
   ck_assert_str_eq(loom_algo_name(LOOM_ALGO_ONESHOT), "oneshot");
   ck_assert_str_eq(loom_algo_name(LOOM_ALGO_COUNT), "?");
 }
@@ -137,6 +180,7 @@ int main(void) {
   tcase_add_test(tc, parse_errors);
   tcase_add_test(tc, tuner_allreduce);
   tcase_add_test(tc, tuner_forced_and_fallback);
+  tcase_add_test(tc, tuner_with_nodes);
   tcase_add_test(tc, runs_and_names);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

@@ -1,0 +1,161 @@
+/*
+ * check_sched_topo.c — the schedules that follow the machine's shape
+ * (src/sched/hier.c, the ordered rings of ring.c), proved by the symbolic
+ * simulator (schedsim.c) on many node shapes: every rank count up to 64,
+ * nodes of equal and unequal size, ranks of a node contiguous or
+ * interleaved (rank r on node r mod N), in place and out of place, whole
+ * steps and pipeline slices.
+ */
+#include "sched/schedule.h"
+#include "topo/topo.h"
+
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "schedsim.h"
+
+/* The shape the custom builders below read (one simulation at a time). */
+static struct loom_topo shape;
+
+static int rank_at(int node, int local, const void *arg) {
+  return loom_topo_rank_at(arg, node, local);
+}
+
+static void hier_builder(int r, int n, size_t count, int root, struct loom_schedule *s) {
+  (void)n;
+  (void)root;
+  struct loom_hier h = {shape.nnodes, loom_topo_node_size(&shape, 0), shape.node_of[r],
+                        shape.local_of[r], rank_at, &shape};
+  loom_hier_allreduce(r, &h, count, s);
+}
+static void ring_ar_builder(int r, int n, size_t count, int root, struct loom_schedule *s) {
+  (void)root;
+  loom_ring_allreduce_ordered(r, n, shape.by_node, count, s);
+}
+static void ring_ag_builder(int r, int n, size_t count, int root, struct loom_schedule *s) {
+  (void)root;
+  loom_ring_allgather_ordered(r, n, shape.by_node, count, s);
+}
+static void ring_rs_builder(int r, int n, size_t count, int root, struct loom_schedule *s) {
+  (void)root;
+  loom_ring_reducescatter_ordered(r, n, shape.by_node, count, s);
+}
+
+static void set_shape(int n, const int *node_id) {
+  loom_topo_free(&shape);
+  ck_assert_int_eq(loom_topo_from_nodes(&shape, n, node_id), 0);
+}
+
+/* Nodes of `per` ranks: contiguous (rank r on node r / per) or
+ * interleaved (rank r on node r mod (n / per)). */
+static void uniform_shape(int nodes, int per, int interleaved) {
+  int n = nodes * per, id[MAX_RANKS];
+  for (int r = 0; r < n; r++)
+    id[r] = interleaved ? r % nodes : r / per;
+  set_shape(n, id);
+}
+
+static void run(enum coll coll, int n, size_t count, int slice_kind, int inplace,
+                void (*b)(int, int, size_t, int, struct loom_schedule *), const char *what) {
+  struct call c = {coll, n, 0, inplace, count, slice_kind, 0, NULL, NULL, NULL, NULL, what, b};
+  simulate(&c);
+}
+
+static void run_counts(enum coll coll, int n, void (*b)(int, int, size_t, int, struct loom_schedule *),
+                       const char *what, int full) {
+  size_t counts[] = {0, 1, (size_t)n - 1, (size_t)n + 1, 3 * (size_t)n + 2};
+  for (size_t ci = 0; ci < sizeof counts / sizeof counts[0]; ci++)
+    for (int sk = 0; sk < NSLICES; sk++)
+      for (int ip = 0; ip < 2; ip++) {
+        if (!full && sk != SL_WHOLE && sk != SL_THIRD)
+          continue;
+        run(coll, n, counts[ci], sk, ip, b, what);
+      }
+}
+
+START_TEST(hier_allreduce_every_shape) {
+  /* every nodes x ranks-per-node with both above 1 and at most 64 ranks */
+  for (int nodes = 2; nodes <= MAX_RANKS / 2; nodes++)
+    for (int per = 2; nodes * per <= MAX_RANKS; per++)
+      for (int il = 0; il < 2; il++) {
+        uniform_shape(nodes, per, il);
+        char what[64];
+        snprintf(what, sizeof what, "hierarchical, %d nodes x %d%s", nodes, per,
+                 il ? " interleaved" : "");
+        run_counts(RING_AR, nodes * per, hier_builder, what, nodes * per <= 16);
+      }
+}
+END_TEST
+
+/* Odd shapes for the ordered rings: nodes of unequal size, interleaved. */
+static void odd_shape(int n, int variant) {
+  int id[MAX_RANKS];
+  for (int r = 0; r < n; r++) {
+    switch (variant) {
+    case 0: /* sizes 1, 2, 3, 1, 2, 3 ... contiguous */
+      id[r] = 0;
+      for (int acc = 0, k = 0; acc <= r; k++) {
+        acc += k % 3 + 1;
+        id[r] = k;
+      }
+      break;
+    case 1: /* three nodes, interleaved unevenly */
+      id[r] = (r * 7 + r / 3) % 3;
+      break;
+    default: /* one node of all but the last rank */
+      id[r] = r == n - 1;
+    }
+  }
+  set_shape(n, id);
+}
+
+START_TEST(ordered_rings_every_count) {
+  for (int n = 1; n <= MAX_RANKS; n++)
+    for (int v = 0; v < 3; v++) {
+      odd_shape(n, v);
+      char what[64];
+      snprintf(what, sizeof what, "ordered ring, %d nodes (shape %d)", shape.nnodes, v);
+      run_counts(RING_AR, n, ring_ar_builder, what, n <= 12);
+      if (n <= 33) {
+        run_counts(RING_AG, n, ring_ag_builder, what, n <= 12);
+        run_counts(RING_RS, n, ring_rs_builder, what, n <= 12);
+      }
+    }
+}
+END_TEST
+
+/* The ordered ring crosses nodes once per node: the number of steps whose
+ * peer is on another node, on the busiest rank, is at most 2 (in and out
+ * of its node) per phase, whatever the interleaving. */
+START_TEST(ordered_ring_crosses_nodes_rarely) {
+  uniform_shape(4, 4, 1); /* rank r on node r mod 4 */
+  struct loom_step steps[LOOM_SCHED_MAX_STEPS(16)];
+  int crossings = 0, identity_crossings = 0;
+  for (int r = 0; r < 16; r++) {
+    struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(16), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}};
+    loom_ring_allreduce_ordered(r, 16, shape.by_node, 1000, &s);
+    crossings += shape.node_of[steps[0].send_peer] != shape.node_of[r];
+    loom_ring_allreduce(r, 16, 1000, &s);
+    identity_crossings += shape.node_of[steps[0].send_peer] != shape.node_of[r];
+  }
+  ck_assert_int_eq(crossings, 4);           /* one link out of each node */
+  ck_assert_int_eq(identity_crossings, 16); /* rank order: every link crosses */
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("sched_topo");
+  TCase *tc = tcase_create("shapes");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, ordered_ring_crosses_nodes_rarely);
+  tcase_add_test(tc, hier_allreduce_every_shape);
+  tcase_add_test(tc, ordered_rings_every_count);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  loom_topo_free(&shape);
+  return failed == 0 ? 0 : 1;
+}

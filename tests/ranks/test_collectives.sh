@@ -76,5 +76,18 @@ fi
 LOOM_DEBUG=INFO run_ranks 4 300 sh -c 'LOOM_HOSTID=node$((LOOM_RANK / 2)) exec "$0" "$@"' "$CT"
 expect_count "cases passed" 4 "2 nodes x 2 ranks by LOOM_HOSTID, full matrix"
 expect_count "1 peer(s) over shm, 2 over tcp" 4 "2 nodes x 2 ranks: shm inside a node, tcp across"
+# Nodes interleaved (rank r on node r mod 2) and 2 x 3: the hierarchical
+# all-reduce and the rings ordered by node, whole matrix / large sizes;
+# hier forced down to the smallest sizes.
+LOOM_DEBUG=INFO run_ranks 4 300 sh -c 'LOOM_HOSTID=node$((LOOM_RANK % 2)) exec "$0" "$@"' "$CT"
+expect_count "cases passed" 4 "2 interleaved nodes x 2 ranks, full matrix"
+expect_count "topology: 2 nodes x 2 ranks; .*hierarchical" 1 "2 interleaved nodes: rank 0 logs the topology and hierarchical"
+run_ranks 6 300 sh -c 'LOOM_HOSTID=node$((LOOM_RANK / 3)) exec "$0" "$@"' "$CT" \
+  -c allreduce,allgather,reducescatter -s 1,1021,70001,300007 -t float32,int8,float16 -o sum,avg,max
+expect_count "cases passed" 6 "2 nodes x 3 ranks, large sizes"
+LOOM_ALGO=allreduce:hier LOOM_CHUNK_BYTES=4096 run_ranks 6 300 \
+  sh -c 'LOOM_HOSTID=node$((LOOM_RANK % 3)) exec "$0" "$@"' "$CT" -c allreduce,barrier \
+  -s 1,2,7,1021,70001 -t float32,bfloat16,int64 -o sum,prod,min,avg,premulsum
+expect_count "cases passed" 6 "LOOM_ALGO=hier on 3 interleaved nodes x 2 ranks, every size"
 check_no_leftovers coll_test
 finish

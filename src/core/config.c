@@ -90,6 +90,17 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          "node identity (at most 63 bytes): ranks with the same value are one node "
          "(shared memory between them, the network to the others); default: hostname "
          "and boot id.  Lets tests make several nodes on one machine"},
+    [LOOM_PARAM_TOPO_DUMP_FILE] =
+        {"LOOM_TOPO_DUMP_FILE", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "rank 0 writes the communicator's topology (nodes, their ranks, cores, "
+         "caches, memory, NICs) to this file as JSON at init; %h = host, %p = pid. "
+         "loom-topo FILE prints it, LOOM_TOPO_FILE loads it"},
+    [LOOM_PARAM_TOPO_FILE] =
+        {"LOOM_TOPO_FILE", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "use the topology in this JSON file (as LOOM_TOPO_DUMP_FILE writes) instead of "
+         "discovering it; its rank count must equal the communicator's.  Shapes "
+         "schedules and tuning only: which ranks share memory still follows the host "
+         "ids"},
 };
 
 struct param_value {

@@ -135,8 +135,10 @@ int loom_topo_parse_json(struct loom_topo *t, const char *text, size_t len, cons
  * topology is loaded from that file instead (after the same allgather, so
  * every rank takes part either way); its rank count must equal nranks.
  * Rank 0 then writes LOOM_TOPO_DUMP_FILE (%h = host, %p = pid) when set; a
- * dump that cannot be written is a warning, not an error.  0 on success,
- * -1 with err set (t left empty). */
+ * dump that cannot be written is a warning, not an error.  0 on success;
+ * with err set and t left empty: -1 when the exchange failed or memory ran
+ * out, -2 when LOOM_TOPO_FILE cannot be used (unreadable, malformed, or
+ * another rank count: the user's error, loomInvalidArgument). */
 int loom_topo_build(struct loom_topo *t, int rank, int nranks, const char *my_hostid,
                     int (*allgather)(void *data, size_t size, void *arg), void *arg,
                     char *err, size_t errlen);

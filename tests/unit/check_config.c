@@ -367,6 +367,8 @@ START_TEST(table_order) {
       {LOOM_PARAM_SHM_CMA, "LOOM_SHM_CMA"},
       {LOOM_PARAM_ALGO, "LOOM_ALGO"},
       {LOOM_PARAM_HOSTID, "LOOM_HOSTID"},
+      {LOOM_PARAM_TOPO_DUMP_FILE, "LOOM_TOPO_DUMP_FILE"},
+      {LOOM_PARAM_TOPO_FILE, "LOOM_TOPO_FILE"},
   };
   ck_assert_int_eq(sizeof expect / sizeof expect[0], LOOM_PARAM_COUNT);
   const struct loom_param_info *t = loom_param_table();

@@ -9,13 +9,31 @@
 
 #include <stdio.h>
 
-static const char *peer_hostid(int r, void *arg) {
-  return loom_bootstrap_peer(arg, r)->hostid;
+struct topo_allgather {
+  struct loom_bootstrap *bs;
+  loomResult_t res;
+};
+
+static int topo_allgather(void *data, size_t size, void *arg) {
+  struct topo_allgather *a = arg;
+  a->res = loom_bootstrap_allgather(a->bs, data, size);
+  return a->res == loomSuccess ? 0 : -1;
 }
 
+/* Each rank discovers its node (or reads LOOM_TOPO_FILE); the records meet
+ * in one bootstrap allgather and the ranks are grouped by host id. */
 loomResult_t loom_comm_topo_setup(loomComm_t comm) {
-  if (loom_topo_group(&comm->topo, comm->nranks, peer_hostid, comm->bs) != 0)
-    return loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory (topology)");
+  struct topo_allgather ag = {comm->bs, loomSuccess};
+  char err[512];
+  int rc = loom_topo_build(&comm->topo, comm->rank, comm->nranks,
+                           loom_bootstrap_peer(comm->bs, comm->rank)->hostid, topo_allgather,
+                           &ag, err, sizeof err);
+  if (rc == -2)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "rank %d: %s", comm->rank, err);
+  if (rc != 0)
+    return ag.res != loomSuccess ? ag.res /* the bootstrap said why */
+                                 : loom_error(loomSystemError, LOOM_LOG_INIT, "rank %d: %s",
+                                              comm->rank, err);
   return loomSuccess;
 }
 
@@ -43,9 +61,12 @@ void loom_comm_topo_report(loomComm_t comm) {
   if (t->nnodes > 1) {
     int hier = loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_HIER, comm->nranks, t);
     LOOM_INFO(LOOM_LOG_INIT,
-              "topology: %s; rings visit each node's ranks in a row; all-reduce above %u "
-              "bytes: %s",
+              "topology: %s; rings visit each node's ranks in a row; all-reduce up to %u "
+              "bytes: %s; above: %s",
               shape, LOOM_PLAN_RD_MAX_BYTES,
+              comm->nranks > LOOM_PLAN_ONESHOT_MAX_RANKS
+                  ? "double binary tree"
+                  : "one-shot up to 8 KiB, then recursive doubling (power-of-two ranks) or ring",
               hier ? "hierarchical (ring reduce-scatter in nodes, ring all-reduce across, "
                      "ring all-gather in nodes)"
                    : (loom_topo_uniform(t) ? "ring (one rank per node)"
@@ -54,21 +75,32 @@ void loom_comm_topo_report(loomComm_t comm) {
     LOOM_INFO(LOOM_LOG_INIT, "topology: %s", shape);
   }
   for (int c = 0; c < LOOM_COLL_COUNT; c++) {
-    enum loom_algo a = (enum loom_algo)comm->algo[c];
-    if (a == LOOM_ALGO_AUTO)
+    unsigned allowed = comm->algo[c], runs = 0;
+    if (allowed == 0)
       continue;
+    for (int a = LOOM_ALGO_RING; a < LOOM_ALGO_COUNT; a++)
+      if ((allowed & (1u << a)) && loom_algo_runs((enum loom_coll)c, (enum loom_algo)a,
+                                                  comm->nranks, t))
+        runs |= 1u << a;
     const char *cn = loom_coll_name((enum loom_coll)c);
-    if (loom_algo_runs((enum loom_coll)c, a, comm->nranks, t))
-      LOOM_INFO(LOOM_LOG_INIT, "LOOM_ALGO: %s uses %s", cn, loom_algo_name(a));
-    else if (a == LOOM_ALGO_RD)
+    char names[96];
+    loom_algo_mask_text(allowed, names, sizeof names);
+    if (runs != 0) {
+      char can[96];
+      LOOM_INFO(LOOM_LOG_INIT, "LOOM_ALGO: %s limited to %s%s%s%s", cn,
+                loom_algo_mask_text(runs, can, sizeof can), runs == allowed ? "" : " (of ",
+                runs == allowed ? "" : names, runs == allowed ? "" : " allowed; the rest cannot run here)");
+    } else if (allowed == 1u << LOOM_ALGO_RD) {
       LOOM_WARN(LOOM_LOG_INIT,
                 "LOOM_ALGO: %s cannot use rd on %d ranks (not a power of two); the tuner "
                 "chooses instead",
                 cn, comm->nranks);
-    else
+    } else {
       LOOM_WARN(LOOM_LOG_INIT,
-                "LOOM_ALGO: %s cannot use %s on %s (it needs several nodes of equal size, "
-                "more than one rank each); the tuner chooses instead",
-                cn, loom_algo_name(a), shape);
+                "LOOM_ALGO: %s cannot use %s on %s (rd needs a power-of-two rank count, tree "
+                "several nodes, hier several nodes of equal size with more than one rank "
+                "each); the tuner chooses instead",
+                cn, names, shape);
+    }
   }
 }

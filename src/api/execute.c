@@ -75,7 +75,7 @@ loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
   struct loom_plan_args pa = {coll,    comm->rank,
                               n,       c->root,
                               count,   esize,
-                              (enum loom_algo)comm->algo[coll],
+                              comm->algo[coll],
                               comm->topo.nnodes > 0 ? &comm->topo : NULL,
                               NULL,    NULL,
                               NULL,    NULL};

@@ -107,14 +107,16 @@ static loomResult_t connect_transport(loomComm_t comm) {
   if (comm->nranks == 1)
     return loomSuccess;
   comm->tp = &loom_transport_mux;
-  /* The ranks of this node (the topology grouped them by host id). */
-  const struct loom_topo *t = &comm->topo;
-  int node = t->node_of[comm->rank], nlocal = loom_topo_node_size(t, node);
-  int *local = malloc(sizeof(int) * (size_t)nlocal);
+  /* The ranks of this host, from the host ids exchanged at rendezvous (not
+   * comm->topo: a LOOM_TOPO_FILE may describe another machine, but shared
+   * memory needs the real one). */
+  int *local = malloc(sizeof(int) * (size_t)comm->nranks), nlocal = 0;
   if (local == NULL)
     return loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
-  for (int i = 0; i < nlocal; i++)
-    local[i] = loom_topo_rank_at(t, node, i);
+  const char *me = loom_bootstrap_peer(comm->bs, comm->rank)->hostid;
+  for (int r = 0; r < comm->nranks; r++)
+    if (strcmp(loom_bootstrap_peer(comm->bs, r)->hostid, me) == 0)
+      local[nlocal++] = r;
   struct loom_transport_comm info = {
       .rank = comm->rank,
       .nranks = comm->nranks,
@@ -228,7 +230,7 @@ loomResult_t loom_read_config(const loomConfig_t *config, int *blocking, int *ti
 /* LOOM_ALGO, parsed per communicator before anything else, so that a bad
  * spec fails at once (what it means for this machine is logged once the
  * topology is known: loom_comm_topo_report). */
-static loomResult_t read_algo(unsigned char algo[LOOM_COLL_COUNT]) {
+static loomResult_t read_algo(unsigned algo[LOOM_COLL_COUNT]) {
   char err[256];
   if (loom_algo_parse(loom_param_str(LOOM_PARAM_ALGO), algo, err, sizeof err) != 0)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomCommInitRank: %s", err);
@@ -273,7 +275,7 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   int blocking, timeout_ms;
   const char *name;
   LOOM_CHECK(loom_read_config(config, &blocking, &timeout_ms, &name));
-  unsigned char algo[LOOM_COLL_COUNT];
+  unsigned algo[LOOM_COLL_COUNT];
   LOOM_CHECK(read_algo(algo));
   loomComm_t comm = calloc(1, sizeof *comm);
   if (comm == NULL || (comm->conns = calloc((size_t)nranks, sizeof(void *))) == NULL ||

@@ -13,28 +13,73 @@ const char *loom_coll_name(enum loom_coll coll) {
   return (unsigned)coll < LOOM_COLL_COUNT ? names[coll] : "?";
 }
 
-/* The tuner: what runs when LOOM_ALGO forces nothing (or something this
- * call cannot run). */
-static enum loom_algo choose(const struct loom_plan_args *a, size_t bytes) {
-  int n = a->nranks;
-  if (a->algo != LOOM_ALGO_AUTO && loom_algo_runs(a->coll, a->algo, n, a->topo))
-    return a->algo;
+/* The tuner's ranking for a call: its choice first, then the others in
+ * the order they suit this size (small: latency first; large: bandwidth
+ * first).  Fills up to LOOM_ALGO_COUNT entries; returns how many. */
+static int rank_algos(const struct loom_plan_args *a, size_t bytes, enum loom_algo *out) {
+  int n = a->nranks, k = 0;
   int pow2 = n > 1 && loom_is_pow2(n);
   switch (a->coll) {
-  case LOOM_COLL_ALLREDUCE:
-    if (n > 2 && bytes <= LOOM_PLAN_ONESHOT_MAX_BYTES)
-      return LOOM_ALGO_ONESHOT;
-    if (pow2 && bytes <= LOOM_PLAN_RD_MAX_BYTES)
-      return LOOM_ALGO_RD;
-    return loom_algo_runs(a->coll, LOOM_ALGO_HIER, n, a->topo) ? LOOM_ALGO_HIER : LOOM_ALGO_RING;
+  case LOOM_COLL_ALLREDUCE: {
+    int small = bytes <= LOOM_PLAN_RD_MAX_BYTES;
+    /* the choice: one-shot for a few ranks and small messages, the
+     * double binary tree for many ranks on several nodes, recursive
+     * doubling up to 64 KiB on a power of two, then hierarchical or ring */
+    if (n > 2 && n <= LOOM_PLAN_ONESHOT_MAX_RANKS && bytes <= LOOM_PLAN_ONESHOT_MAX_BYTES)
+      out[k++] = LOOM_ALGO_ONESHOT;
+    else if (n > LOOM_PLAN_ONESHOT_MAX_RANKS && small &&
+             loom_algo_runs(a->coll, LOOM_ALGO_TREE, n, a->topo))
+      out[k++] = LOOM_ALGO_TREE;
+    else if (pow2 && small)
+      out[k++] = LOOM_ALGO_RD;
+    else if (loom_algo_runs(a->coll, LOOM_ALGO_HIER, n, a->topo))
+      out[k++] = LOOM_ALGO_HIER;
+    else
+      out[k++] = LOOM_ALGO_RING;
+    /* when LOOM_ALGO excludes it: latency first for small, bandwidth first
+     * for large */
+    static const enum loom_algo small_rest[] = {LOOM_ALGO_TREE, LOOM_ALGO_RD, LOOM_ALGO_ONESHOT,
+                                                LOOM_ALGO_RING, LOOM_ALGO_HIER};
+    static const enum loom_algo large_rest[] = {LOOM_ALGO_HIER, LOOM_ALGO_RING, LOOM_ALGO_TREE,
+                                                LOOM_ALGO_RD, LOOM_ALGO_ONESHOT};
+    for (int i = 0; i < 5; i++) {
+      enum loom_algo x = small ? small_rest[i] : large_rest[i];
+      if (x != out[0])
+        out[k++] = x;
+    }
+    return k;
+  }
   case LOOM_COLL_ALLGATHER:
-    return pow2 && bytes * (size_t)n <= LOOM_PLAN_RD_MAX_BYTES ? LOOM_ALGO_RD : LOOM_ALGO_RING;
+    if (pow2 && bytes * (size_t)n <= LOOM_PLAN_RD_MAX_BYTES) {
+      out[k++] = LOOM_ALGO_RD;
+      out[k++] = LOOM_ALGO_RING;
+    } else {
+      out[k++] = LOOM_ALGO_RING;
+      out[k++] = LOOM_ALGO_RD;
+    }
+    return k;
   case LOOM_COLL_BROADCAST:
   case LOOM_COLL_REDUCE:
-    return bytes <= LOOM_PLAN_RD_MAX_BYTES ? LOOM_ALGO_TREE : LOOM_ALGO_CHAIN;
+    out[k++] = bytes <= LOOM_PLAN_RD_MAX_BYTES ? LOOM_ALGO_TREE : LOOM_ALGO_CHAIN;
+    out[k++] = bytes <= LOOM_PLAN_RD_MAX_BYTES ? LOOM_ALGO_CHAIN : LOOM_ALGO_TREE;
+    return k;
   default:
-    return LOOM_ALGO_RING;
+    out[k++] = LOOM_ALGO_RING;
+    return k;
   }
+}
+
+/* The first of the tuner's ranking that LOOM_ALGO allows and that can run;
+ * when none can, the tuner's own first choice that runs. */
+static enum loom_algo choose(const struct loom_plan_args *a, size_t bytes) {
+  enum loom_algo order[LOOM_ALGO_COUNT];
+  int k = rank_algos(a, bytes, order);
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < k; i++)
+      if ((pass == 1 || a->allowed == 0 || (a->allowed & (1u << order[i]))) &&
+          loom_algo_runs(a->coll, order[i], a->nranks, a->topo))
+        return order[i];
+  return LOOM_ALGO_RING;
 }
 
 static int topo_rank_at(int node, int local, const void *arg) {
@@ -56,6 +101,10 @@ const char *loom_plan(const struct loom_plan_args *a, struct loom_schedule *s) {
     if (algo == LOOM_ALGO_RD) {
       loom_rd_allreduce(r, n, a->count, s);
       return "recursive doubling";
+    }
+    if (algo == LOOM_ALGO_TREE) {
+      loom_dbtree_allreduce(r, a->topo, a->count, s);
+      return "double binary tree";
     }
     if (algo == LOOM_ALGO_HIER) {
       const struct loom_topo *t = a->topo;

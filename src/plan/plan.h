@@ -20,6 +20,10 @@
 /* More than two ranks use the one-shot all-reduce up to this size (one
  * message latency; each rank sends n-1 copies of its input). */
 #define LOOM_PLAN_ONESHOT_MAX_BYTES (8u << 10)
+/* ... and up to this many ranks: beyond, on several nodes, the double
+ * binary tree (2 log2(nodes) + 2(ranks per node - 1) latencies) takes the
+ * small messages, since one-shot's n-1 messages per rank all cross. */
+#define LOOM_PLAN_ONESHOT_MAX_RANKS 8
 
 enum loom_coll {
   LOOM_COLL_ALLREDUCE,
@@ -45,7 +49,7 @@ enum loom_algo {
   LOOM_ALGO_RING,    /* allreduce, allgather, reducescatter */
   LOOM_ALGO_RD,      /* recursive doubling: allreduce, allgather (power-of-two ranks) */
   LOOM_ALGO_ONESHOT, /* allreduce: every rank sends its input to all */
-  LOOM_ALGO_TREE,    /* binomial tree: broadcast, reduce */
+  LOOM_ALGO_TREE,    /* binomial tree: broadcast, reduce; double binary tree: allreduce (nodes) */
   LOOM_ALGO_CHAIN,   /* pipelined chain: broadcast, reduce */
   LOOM_ALGO_HIER,    /* allreduce: reduce-scatter in nodes, all-reduce across, all-gather in nodes */
   LOOM_ALGO_COUNT
@@ -61,13 +65,19 @@ int loom_algo_applies(enum loom_coll coll, enum loom_algo algo);
 int loom_algo_runs(enum loom_coll coll, enum loom_algo algo, int nranks,
                    const struct loom_topo *topo);
 
-/* Parses LOOM_ALGO: a comma-separated list of ALGO (every collective that
- * has it) or COLL:ALGO (allreduce:oneshot), case-insensitive, later items
- * overriding earlier ones; NULL or "" forces nothing.  Fills forced[]
- * (LOOM_COLL_COUNT entries; AUTO where not forced).  On error returns -1
- * and says why in err. */
-int loom_algo_parse(const char *spec, unsigned char forced[LOOM_COLL_COUNT], char *err,
+/* Parses LOOM_ALGO, NCCL_ALGO's syntax: items separated by ';', each an
+ * optional collective and ':' then a comma list of algorithms, or '^' and
+ * the algorithms to exclude: "tree,ring", "^oneshot",
+ * "allreduce:tree,ring;broadcast:chain".  Case-insensitive.  A plain item
+ * limits every collective that has one of its algorithms; an item naming
+ * a collective overrides plain ones whatever their order; later items of
+ * the same kind override earlier ones.  Fills allowed[] (LOOM_COLL_COUNT
+ * entries, bit 1 << algo per allowed algorithm; 0 = no limit).  On error
+ * returns -1 and says why in err. */
+int loom_algo_parse(const char *spec, unsigned allowed[LOOM_COLL_COUNT], char *err,
                     size_t errlen);
+/* "tree, ring" for the bits of a mask (into buf). */
+const char *loom_algo_mask_text(unsigned mask, char *buf, size_t len);
 
 /* What the planner needs of one call.  count is per rank where NCCL says
  * so (all-gather, reduce-scatter, all-to-all, gather, scatter). */
@@ -75,7 +85,8 @@ struct loom_plan_args {
   enum loom_coll coll;
   int rank, nranks, root;
   size_t count, elem_size;
-  enum loom_algo algo; /* forced by LOOM_ALGO, or AUTO; one that cannot run falls back */
+  unsigned allowed; /* LOOM_ALGO: 1 << algo per allowed algorithm, 0 = any; when none of
+                       them can run the tuner's choice runs */
   const struct loom_topo *topo; /* which ranks share a node; NULL: all one node */
   /* all-to-all-v: per peer, in elements */
   const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;

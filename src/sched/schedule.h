@@ -24,6 +24,8 @@
 
 #include <stddef.h>
 
+#include "topo/topo.h"
+
 enum loom_buf {
   LOOM_BUF_SEND = 0,
   LOOM_BUF_RECV = 1,
@@ -80,8 +82,9 @@ struct loom_schedule {
   struct loom_fold fold;
 };
 
-/* Steps any builder below needs for nranks (p2p batches: one per call). */
-#define LOOM_SCHED_MAX_STEPS(nranks) (2 * (nranks) + 2)
+/* Steps any builder below needs for nranks (p2p batches: one per call);
+ * the double binary tree needs up to 16 whatever the rank count. */
+#define LOOM_SCHED_MAX_STEPS(nranks) (2 * (nranks) + 16)
 
 /* Empties s (keeping its step storage). */
 void loom_sched_reset(struct loom_schedule *s);
@@ -137,6 +140,17 @@ struct loom_hier {
  * every rank ends with the same bits. */
 void loom_hier_allreduce(int rank, const struct loom_hier *h, size_t count,
                          struct loom_schedule *s);
+
+/* ---- tree.c: double binary tree (small messages on many nodes) ---- */
+/* Rank's place in tree `tree` (0 or 1): its parent (-1: the root) and up
+ * to 3 children (the next rank of its node's chain, and for a node's first
+ * rank its node's heap children's first ranks). */
+void loom_dbtree_links(const struct loom_topo *t, int tree, int rank, int *parent,
+                       int children[3], int *nchildren);
+/* All-reduce on the two trees of t, each carrying half of the data: reduce
+ * up, broadcast down, pipelined slice by slice.  At most 16 steps. */
+void loom_dbtree_allreduce(int rank, const struct loom_topo *t, size_t count,
+                           struct loom_schedule *s);
 
 /* ---- chain.c: rooted collectives ---- */
 /* Pipelined chain root -> root+1 -> ... (large messages: every link carries

@@ -47,7 +47,7 @@ run_ranks 5 300 "$CT" -s 3,4099 -t float16,int32 -o sum,prod,premulsum -r 20
 expect_count "cases passed" 5 "20 repetitions on 5 ranks"
 # Every algorithm LOOM_ALGO can force, at sizes the tuner would give another
 # one, across slices (4 KiB chunks: the one-shot fold works slice by slice).
-LOOM_ALGO=allreduce:oneshot,allgather:ring,broadcast:chain,reduce:chain LOOM_CHUNK_BYTES=4096 \
+LOOM_ALGO='allreduce:oneshot;allgather:ring;broadcast:chain;reduce:chain' LOOM_CHUNK_BYTES=4096 \
   run_ranks 3 300 "$CT" -c allreduce,allgather,broadcast,reduce,barrier -s 1,7,4099,70001 \
   -t float32,float16,int8,float64 -o sum,avg,max,premulsum
 expect_count "cases passed" 3 "LOOM_ALGO oneshot/ring/chain, 3 ranks"
@@ -64,11 +64,11 @@ LOOM_ALGO=allreduce:rd run_ranks 3 300 "$CT" -c allreduce -s 1,70001 -t float32 
 expect_count "cases passed" 3 "LOOM_ALGO rd on 3 ranks falls back"
 expect_count "allreduce cannot use rd on 3 ranks" 1 "LOOM_ALGO rd on 3 ranks: WARN once"
 # A spec that does not parse fails init on every rank with the reason.
-LOOM_ALGO=allreduce:tree run_ranks 2 60 "$CT" -c allreduce -s 1
-if [ "$rc" -ne 0 ] && printf '%s\n' "$out" | grep -q 'LOOM_ALGO="allreduce:tree": allreduce has no algorithm tree'; then
-  pass "LOOM_ALGO=allreduce:tree: init fails, saying why"
+LOOM_ALGO=allgather:tree run_ranks 2 60 "$CT" -c allreduce -s 1
+if [ "$rc" -ne 0 ] && printf '%s\n' "$out" | grep -q 'LOOM_ALGO="allgather:tree": allgather has no algorithm tree'; then
+  pass "LOOM_ALGO=allgather:tree: init fails, saying why"
 else
-  fail "LOOM_ALGO=allreduce:tree: expected a failed init naming the reason (rc=$rc)"
+  fail "LOOM_ALGO=allgather:tree: expected a failed init naming the reason (rc=$rc)"
   printf '%s\n' "$out" | tail -n 10
 fi
 # Two "nodes" of two ranks on this machine (LOOM_HOSTID per rank): shared
@@ -89,5 +89,14 @@ LOOM_ALGO=allreduce:hier LOOM_CHUNK_BYTES=4096 run_ranks 6 300 \
   sh -c 'LOOM_HOSTID=node$((LOOM_RANK % 3)) exec "$0" "$@"' "$CT" -c allreduce,barrier \
   -s 1,2,7,1021,70001 -t float32,bfloat16,int64 -o sum,prod,min,avg,premulsum
 expect_count "cases passed" 6 "LOOM_ALGO=hier on 3 interleaved nodes x 2 ranks, every size"
+# The double binary tree forced (small messages on many nodes pick it by
+# themselves above 8 ranks), on 3 nodes of 2 and on 5 single-rank nodes.
+LOOM_ALGO=allreduce:tree LOOM_CHUNK_BYTES=4096 run_ranks 6 300 \
+  sh -c 'LOOM_HOSTID=node$((LOOM_RANK / 2)) exec "$0" "$@"' "$CT" -c allreduce,barrier \
+  -s 1,2,7,1021,70001 -t float32,float16,int32 -o sum,max,avg,premulsum
+expect_count "cases passed" 6 "LOOM_ALGO=tree on 3 nodes x 2 ranks, every size"
+LOOM_ALGO=allreduce:tree run_ranks 5 300 sh -c 'LOOM_HOSTID=node$LOOM_RANK exec "$0" "$@"' "$CT" \
+  -c allreduce -s 1,1021,70001 -t float64,uint8 -o sum,min
+expect_count "cases passed" 5 "LOOM_ALGO=tree on 5 nodes x 1 rank"
 check_no_leftovers coll_test
 finish

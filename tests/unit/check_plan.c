@@ -11,70 +11,94 @@
 
 /* ---- loom_algo_parse ------------------------------------------------------- */
 
-static void parse_ok(const char *spec, unsigned char forced[LOOM_COLL_COUNT]) {
+static void parse_ok(const char *spec, unsigned allowed[LOOM_COLL_COUNT]) {
   char err[256] = "";
-  ck_assert_msg(loom_algo_parse(spec, forced, err, sizeof err) == 0, "\"%s\": %s",
+  ck_assert_msg(loom_algo_parse(spec, allowed, err, sizeof err) == 0, "\"%s\": %s",
                 spec ? spec : "(null)", err);
 }
 
 static void parse_bad(const char *spec, const char *want_in_message) {
-  unsigned char forced[LOOM_COLL_COUNT];
+  unsigned allowed[LOOM_COLL_COUNT];
   char err[256] = "";
-  ck_assert_msg(loom_algo_parse(spec, forced, err, sizeof err) == -1, "\"%s\" was accepted",
+  ck_assert_msg(loom_algo_parse(spec, allowed, err, sizeof err) == -1, "\"%s\" was accepted",
                 spec);
   ck_assert_msg(strstr(err, want_in_message) != NULL, "\"%s\": message \"%s\" lacks \"%s\"",
                 spec, err, want_in_message);
 }
 
+#define B(a) (1u << (a))
+
 START_TEST(parse_empty) {
-  unsigned char f[LOOM_COLL_COUNT];
+  unsigned f[LOOM_COLL_COUNT];
   memset(f, 0xee, sizeof f);
   parse_ok(NULL, f);
   for (int c = 0; c < LOOM_COLL_COUNT; c++)
-    ck_assert_int_eq(f[c], LOOM_ALGO_AUTO);
+    ck_assert_uint_eq(f[c], 0);
   memset(f, 0xee, sizeof f);
   parse_ok("", f);
   for (int c = 0; c < LOOM_COLL_COUNT; c++)
-    ck_assert_int_eq(f[c], LOOM_ALGO_AUTO);
+    ck_assert_uint_eq(f[c], 0);
 }
 END_TEST
 
 START_TEST(parse_plain_applies_where_it_can) {
-  unsigned char f[LOOM_COLL_COUNT];
+  unsigned f[LOOM_COLL_COUNT];
   parse_ok("ring", f);
-  ck_assert_int_eq(f[LOOM_COLL_ALLREDUCE], LOOM_ALGO_RING);
-  ck_assert_int_eq(f[LOOM_COLL_ALLGATHER], LOOM_ALGO_RING);
-  ck_assert_int_eq(f[LOOM_COLL_REDUCESCATTER], LOOM_ALGO_RING);
-  ck_assert_int_eq(f[LOOM_COLL_BROADCAST], LOOM_ALGO_AUTO);
-  ck_assert_int_eq(f[LOOM_COLL_REDUCE], LOOM_ALGO_AUTO);
-  parse_ok("TREE", f); /* case-insensitive */
-  ck_assert_int_eq(f[LOOM_COLL_BROADCAST], LOOM_ALGO_TREE);
-  ck_assert_int_eq(f[LOOM_COLL_REDUCE], LOOM_ALGO_TREE);
-  ck_assert_int_eq(f[LOOM_COLL_ALLREDUCE], LOOM_ALGO_AUTO);
+  ck_assert_uint_eq(f[LOOM_COLL_ALLREDUCE], B(LOOM_ALGO_RING));
+  ck_assert_uint_eq(f[LOOM_COLL_ALLGATHER], B(LOOM_ALGO_RING));
+  ck_assert_uint_eq(f[LOOM_COLL_REDUCESCATTER], B(LOOM_ALGO_RING));
+  ck_assert_uint_eq(f[LOOM_COLL_BROADCAST], 0);
+  ck_assert_uint_eq(f[LOOM_COLL_GATHER], 0);
+  parse_ok("TREE,Ring", f); /* case-insensitive; a list */
+  ck_assert_uint_eq(f[LOOM_COLL_BROADCAST], B(LOOM_ALGO_TREE));
+  ck_assert_uint_eq(f[LOOM_COLL_ALLREDUCE], B(LOOM_ALGO_TREE) | B(LOOM_ALGO_RING));
+  ck_assert_uint_eq(f[LOOM_COLL_ALLGATHER], B(LOOM_ALGO_RING));
+  parse_ok("^oneshot,rd", f); /* exclusion */
+  ck_assert_uint_eq(f[LOOM_COLL_ALLREDUCE],
+                    B(LOOM_ALGO_RING) | B(LOOM_ALGO_TREE) | B(LOOM_ALGO_HIER));
+  ck_assert_uint_eq(f[LOOM_COLL_ALLGATHER], B(LOOM_ALGO_RING));
+  ck_assert_uint_eq(f[LOOM_COLL_BROADCAST], 0);
 }
 END_TEST
 
 START_TEST(parse_per_collective_and_override) {
-  unsigned char f[LOOM_COLL_COUNT];
-  parse_ok("ring,allreduce:oneshot,Broadcast:chain,", f);
-  ck_assert_int_eq(f[LOOM_COLL_ALLREDUCE], LOOM_ALGO_ONESHOT);
-  ck_assert_int_eq(f[LOOM_COLL_ALLGATHER], LOOM_ALGO_RING);
-  ck_assert_int_eq(f[LOOM_COLL_BROADCAST], LOOM_ALGO_CHAIN);
-  ck_assert_int_eq(f[LOOM_COLL_REDUCE], LOOM_ALGO_AUTO);
-  parse_ok("allgather:rd,allgather:ring", f); /* the later one wins */
-  ck_assert_int_eq(f[LOOM_COLL_ALLGATHER], LOOM_ALGO_RING);
+  unsigned f[LOOM_COLL_COUNT];
+  /* a named collective wins over plain items in any order */
+  parse_ok("allreduce:oneshot;ring;Broadcast:chain", f);
+  ck_assert_uint_eq(f[LOOM_COLL_ALLREDUCE], B(LOOM_ALGO_ONESHOT));
+  ck_assert_uint_eq(f[LOOM_COLL_ALLGATHER], B(LOOM_ALGO_RING));
+  ck_assert_uint_eq(f[LOOM_COLL_BROADCAST], B(LOOM_ALGO_CHAIN));
+  ck_assert_uint_eq(f[LOOM_COLL_REDUCE], 0);
+  parse_ok("allreduce:tree;ring", f); /* the example */
+  ck_assert_uint_eq(f[LOOM_COLL_ALLREDUCE], B(LOOM_ALGO_TREE));
+  ck_assert_uint_eq(f[LOOM_COLL_REDUCESCATTER], B(LOOM_ALGO_RING));
+  parse_ok("allgather:rd;allgather:ring;", f); /* the later one wins */
+  ck_assert_uint_eq(f[LOOM_COLL_ALLGATHER], B(LOOM_ALGO_RING));
+  parse_ok("allreduce:^ring,hier", f);
+  ck_assert_uint_eq(f[LOOM_COLL_ALLREDUCE],
+                    B(LOOM_ALGO_RD) | B(LOOM_ALGO_ONESHOT) | B(LOOM_ALGO_TREE));
 }
 END_TEST
 
 START_TEST(parse_errors) {
   parse_bad("bogus", "unknown algorithm \"bogus\"");
-  parse_bad("allreduce:", "unknown algorithm \"\"");
-  parse_bad("ring,,rd", "empty item");
-  parse_bad("allreduce:tree", "allreduce has no algorithm tree");
-  parse_bad("allgather:hier", "allgather has no algorithm hier");
+  parse_bad("allreduce:", "lists no algorithm");
+  parse_bad("ring,,rd", "unknown algorithm \"\"");
+  parse_bad("^", "lists no algorithm");
+  parse_bad("reducescatter:tree", "reducescatter has no algorithm tree");
+  parse_bad("allgather:hier,ring", "allgather has no algorithm hier");
   parse_bad("broadcast:oneshot", "broadcast has no algorithm oneshot");
-  parse_bad("alltoall:ring", "alltoall has no algorithm ring");
+  parse_bad("alltoall:ring", "\"alltoall\" is not a collective with a choice");
   parse_bad("allreduc:ring", "\"allreduc\" is not a collective");
+  parse_bad("reducescatter:^ring", "excludes every algorithm reducescatter has");
+}
+END_TEST
+
+START_TEST(mask_text) {
+  char buf[64];
+  ck_assert_str_eq(loom_algo_mask_text(B(LOOM_ALGO_TREE) | B(LOOM_ALGO_RING), buf, sizeof buf),
+                   "ring, tree");
+  ck_assert_str_eq(loom_algo_mask_text(0, buf, sizeof buf), "");
 }
 END_TEST
 
@@ -84,7 +108,8 @@ static const char *plan_on(enum loom_coll coll, int nranks, size_t bytes, enum l
                            const struct loom_topo *topo) {
   static struct loom_step steps[LOOM_SCHED_MAX_STEPS(64)];
   struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(64), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}};
-  struct loom_plan_args a = {coll, 0, nranks, 0, bytes / 4, 4, algo, topo, NULL, NULL, NULL, NULL};
+  unsigned allowed = algo == LOOM_ALGO_AUTO ? 0 : 1u << algo;
+  struct loom_plan_args a = {coll, 0, nranks, 0, bytes / 4, 4, allowed, topo, NULL, NULL, NULL, NULL};
   return loom_plan(&a, &s);
 }
 
@@ -155,6 +180,23 @@ START_TEST(tuner_with_nodes) {
   ck_assert(!loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_HIER, 4, NULL));
   /* one node: plain rings */
   ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 3, 1 << 20, LOOM_ALGO_HIER, NULL), "ring");
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 3, 8, LOOM_ALGO_TREE, NULL), "one-shot");
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 4, 1 << 20, LOOM_ALGO_TREE, &two_by_two),
+                   "double binary tree");
+  /* many ranks on several nodes: small messages take the tree */
+  struct loom_topo many;
+  int id16[16];
+  for (int r = 0; r < 16; r++)
+    id16[r] = r / 2;
+  ck_assert_int_eq(loom_topo_from_nodes(&many, 16, id16), 0);
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 16, 8, LOOM_ALGO_AUTO, &many),
+                   "double binary tree");
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 16, 64 << 10, LOOM_ALGO_AUTO, &many),
+                   "double binary tree");
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 16, (64 << 10) + 4, LOOM_ALGO_AUTO, &many),
+                   "hierarchical");
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 16, 8, LOOM_ALGO_AUTO, NULL), "recursive doubling");
+  loom_topo_free(&many);
   loom_topo_free(&two_by_two);
   loom_topo_free(&uneven);
   loom_topo_free(&one_each);
@@ -178,6 +220,7 @@ int main(void) {
   tcase_add_test(tc, parse_plain_applies_where_it_can);
   tcase_add_test(tc, parse_per_collective_and_override);
   tcase_add_test(tc, parse_errors);
+  tcase_add_test(tc, mask_text);
   tcase_add_test(tc, tuner_allreduce);
   tcase_add_test(tc, tuner_forced_and_fallback);
   tcase_add_test(tc, tuner_with_nodes);

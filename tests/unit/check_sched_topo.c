@@ -29,6 +29,11 @@ static void hier_builder(int r, int n, size_t count, int root, struct loom_sched
                         shape.local_of[r], rank_at, &shape};
   loom_hier_allreduce(r, &h, count, s);
 }
+static void dbtree_builder(int r, int n, size_t count, int root, struct loom_schedule *s) {
+  (void)n;
+  (void)root;
+  loom_dbtree_allreduce(r, &shape, count, s);
+}
 static void ring_ar_builder(int r, int n, size_t count, int root, struct loom_schedule *s) {
   (void)root;
   loom_ring_allreduce_ordered(r, n, shape.by_node, count, s);
@@ -125,6 +130,54 @@ START_TEST(ordered_rings_every_count) {
 }
 END_TEST
 
+START_TEST(dbtree_allreduce_every_shape) {
+  for (int n = 1; n <= MAX_RANKS; n++) {
+    for (int v = 0; v < 3; v++) {
+      odd_shape(n, v);
+      char what[64];
+      snprintf(what, sizeof what, "double binary tree, %d nodes (shape %d)", shape.nnodes, v);
+      run_counts(RING_AR, n, dbtree_builder, what, n <= 12);
+    }
+    int id[MAX_RANKS]; /* one rank per node: the pure tree */
+    for (int r = 0; r < n; r++)
+      id[r] = r;
+    set_shape(n, id);
+    run_counts(RING_AR, n, dbtree_builder, "double binary tree, one rank per node", n <= 12);
+  }
+  for (int nodes = 2; nodes <= 16; nodes++)
+    for (int per = 2; nodes * per <= MAX_RANKS; per += 3) {
+      uniform_shape(nodes, per, 1);
+      run_counts(RING_AR, nodes * per, dbtree_builder, "double binary tree, interleaved", 0);
+    }
+}
+END_TEST
+
+/* A node's first rank is an inner node of at most one tree when there are
+ * enough nodes, and the two trees have different roots. */
+START_TEST(dbtree_shape) {
+  int id[15];
+  for (int r = 0; r < 15; r++)
+    id[r] = r;
+  set_shape(15, id);
+  int inner_both = 0, roots[2] = {-1, -1};
+  for (int r = 0; r < 15; r++) {
+    int inner = 0;
+    for (int t = 0; t < 2; t++) {
+      int parent, ch[3], nch;
+      loom_dbtree_links(&shape, t, r, &parent, ch, &nch);
+      ck_assert_int_le(nch, 2);
+      inner += nch > 0;
+      if (parent < 0)
+        roots[t] = r;
+    }
+    inner_both += inner == 2;
+  }
+  ck_assert_int_eq(roots[0], 0);
+  ck_assert_int_eq(roots[1], 14);
+  ck_assert_int_le(inner_both, 1); /* 15 = 7 inner + 8 leaves: one overlap at most */
+}
+END_TEST
+
 /* The ordered ring crosses nodes once per node: the number of steps whose
  * peer is on another node, on the busiest rank, is at most 2 (in and out
  * of its node) per phase, whatever the interleaving. */
@@ -150,6 +203,8 @@ int main(void) {
   tcase_set_timeout(tc, 600);
   tcase_add_test(tc, ordered_ring_crosses_nodes_rarely);
   tcase_add_test(tc, hier_allreduce_every_shape);
+  tcase_add_test(tc, dbtree_shape);
+  tcase_add_test(tc, dbtree_allreduce_every_shape);
   tcase_add_test(tc, ordered_rings_every_count);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);

@@ -8,7 +8,7 @@
 #include <strings.h>
 
 static const char *const algo_names[LOOM_ALGO_COUNT] = {
-    "auto", "ring", "rd", "oneshot", "tree", "chain", "hier",
+    "auto", "ring", "rd", "oneshot", "tree", "chain", "hier", "rhd",
 };
 
 const char *loom_algo_name(enum loom_algo algo) {
@@ -19,7 +19,7 @@ int loom_algo_applies(enum loom_coll coll, enum loom_algo algo) {
   switch (coll) {
   case LOOM_COLL_ALLREDUCE:
     return algo == LOOM_ALGO_RING || algo == LOOM_ALGO_RD || algo == LOOM_ALGO_ONESHOT ||
-           algo == LOOM_ALGO_HIER || algo == LOOM_ALGO_TREE;
+           algo == LOOM_ALGO_HIER || algo == LOOM_ALGO_TREE || algo == LOOM_ALGO_RHD;
   case LOOM_COLL_ALLGATHER:
     return algo == LOOM_ALGO_RING || algo == LOOM_ALGO_RD;
   case LOOM_COLL_REDUCESCATTER:
@@ -36,7 +36,7 @@ int loom_algo_runs(enum loom_coll coll, enum loom_algo algo, int nranks,
                    const struct loom_topo *topo) {
   if (!loom_algo_applies(coll, algo))
     return 0;
-  if (algo == LOOM_ALGO_RD)
+  if (algo == LOOM_ALGO_RD || algo == LOOM_ALGO_RHD)
     return loom_is_pow2(nranks);
   if (algo == LOOM_ALGO_HIER)
     return topo != NULL && topo->nnodes > 1 && loom_topo_uniform(topo) &&
@@ -80,7 +80,7 @@ const char *loom_algo_mask_text(unsigned mask, char *buf, size_t len) {
   return buf;
 }
 
-#define ALGO_LIST "ring, rd, oneshot, tree, chain, hier"
+#define ALGO_LIST "ring, rd, oneshot, tree, chain, hier, rhd"
 #define COLL_LIST "allreduce, allgather, reducescatter, broadcast, reduce"
 
 /* One item's algorithm list ("tree,ring" or "^oneshot") as a mask. */

@@ -38,11 +38,11 @@ static int rank_algos(const struct loom_plan_args *a, size_t bytes, enum loom_al
       out[k++] = LOOM_ALGO_RING;
     /* when LOOM_ALGO excludes it: latency first for small, bandwidth first
      * for large */
-    static const enum loom_algo small_rest[] = {LOOM_ALGO_TREE, LOOM_ALGO_RD, LOOM_ALGO_ONESHOT,
-                                                LOOM_ALGO_RING, LOOM_ALGO_HIER};
-    static const enum loom_algo large_rest[] = {LOOM_ALGO_HIER, LOOM_ALGO_RING, LOOM_ALGO_TREE,
-                                                LOOM_ALGO_RD, LOOM_ALGO_ONESHOT};
-    for (int i = 0; i < 5; i++) {
+    static const enum loom_algo small_rest[] = {LOOM_ALGO_TREE, LOOM_ALGO_RD,   LOOM_ALGO_ONESHOT,
+                                                LOOM_ALGO_RHD,  LOOM_ALGO_RING, LOOM_ALGO_HIER};
+    static const enum loom_algo large_rest[] = {LOOM_ALGO_HIER, LOOM_ALGO_RING, LOOM_ALGO_RHD,
+                                                LOOM_ALGO_TREE, LOOM_ALGO_RD,   LOOM_ALGO_ONESHOT};
+    for (int i = 0; i < 6; i++) {
       enum loom_algo x = small ? small_rest[i] : large_rest[i];
       if (x != out[0])
         out[k++] = x;
@@ -101,6 +101,10 @@ const char *loom_plan(const struct loom_plan_args *a, struct loom_schedule *s) {
     if (algo == LOOM_ALGO_RD) {
       loom_rd_allreduce(r, n, a->count, s);
       return "recursive doubling";
+    }
+    if (algo == LOOM_ALGO_RHD) {
+      loom_rhd_allreduce(r, n, a->count, s);
+      return "recursive halving-doubling";
     }
     if (algo == LOOM_ALGO_TREE) {
       loom_dbtree_allreduce(r, a->topo, a->count, s);

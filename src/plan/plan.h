@@ -52,10 +52,11 @@ enum loom_algo {
   LOOM_ALGO_TREE,    /* binomial tree: broadcast, reduce; double binary tree: allreduce (nodes) */
   LOOM_ALGO_CHAIN,   /* pipelined chain: broadcast, reduce */
   LOOM_ALGO_HIER,    /* allreduce: reduce-scatter in nodes, all-reduce across, all-gather in nodes */
+  LOOM_ALGO_RHD,     /* allreduce: recursive halving-doubling (power-of-two ranks) */
   LOOM_ALGO_COUNT
 };
 
-/* "auto", "ring", "rd", "oneshot", "tree", "chain", "hier". */
+/* "auto", "ring", "rd", "oneshot", "tree", "chain", "hier", "rhd". */
 const char *loom_algo_name(enum loom_algo algo);
 /* Whether `coll` has `algo` at all (any rank count). */
 int loom_algo_applies(enum loom_coll coll, enum loom_algo algo);

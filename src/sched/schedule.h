@@ -124,6 +124,12 @@ void loom_rd_allgather(int rank, int nranks, size_t count, struct loom_schedule 
  * in RECV.  Partial sums travel through SCRATCH (nranks*count). */
 void loom_ring_reducescatter(int rank, int nranks, size_t count, struct loom_schedule *s);
 
+/* ---- rhd.c ---- */
+/* Recursive halving-doubling all-reduce (power-of-two nranks): reduce-
+ * scatter by halving, all-gather by doubling; 2 log2(n) steps with the
+ * ring's bandwidth. */
+void loom_rhd_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s);
+
 /* ---- hier.c: two levels (nodes of equal size) ---- */
 /* Where a rank sits: node `node` of nnodes, local index local_index of
  * local_size, and the rank at (node, local index) of any other place. */

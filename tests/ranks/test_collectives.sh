@@ -98,5 +98,12 @@ expect_count "cases passed" 6 "LOOM_ALGO=tree on 3 nodes x 2 ranks, every size"
 LOOM_ALGO=allreduce:tree run_ranks 5 300 sh -c 'LOOM_HOSTID=node$LOOM_RANK exec "$0" "$@"' "$CT" \
   -c allreduce -s 1,1021,70001 -t float64,uint8 -o sum,min
 expect_count "cases passed" 5 "LOOM_ALGO=tree on 5 nodes x 1 rank"
+# Recursive halving-doubling forced (power-of-two ranks; not the tuner's
+# choice on this machine), every size across slices.
+LOOM_ALGO=allreduce:rhd LOOM_CHUNK_BYTES=4096 run_ranks 4 300 "$CT" -c allreduce,barrier \
+  -s 1,3,7,1021,70001 -t float32,float16,int32 -o sum,avg,max,premulsum
+expect_count "cases passed" 4 "LOOM_ALGO=rhd on 4 ranks, every size"
+LOOM_ALGO=allreduce:rhd run_ranks 8 300 "$CT" -c allreduce -s 1,1021,262147 -t float32,int8 -o sum,min
+expect_count "cases passed" 8 "LOOM_ALGO=rhd on 8 ranks"
 check_no_leftovers coll_test
 finish

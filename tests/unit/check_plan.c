@@ -55,7 +55,7 @@ START_TEST(parse_plain_applies_where_it_can) {
   ck_assert_uint_eq(f[LOOM_COLL_ALLGATHER], B(LOOM_ALGO_RING));
   parse_ok("^oneshot,rd", f); /* exclusion */
   ck_assert_uint_eq(f[LOOM_COLL_ALLREDUCE],
-                    B(LOOM_ALGO_RING) | B(LOOM_ALGO_TREE) | B(LOOM_ALGO_HIER));
+                    B(LOOM_ALGO_RING) | B(LOOM_ALGO_TREE) | B(LOOM_ALGO_HIER) | B(LOOM_ALGO_RHD));
   ck_assert_uint_eq(f[LOOM_COLL_ALLGATHER], B(LOOM_ALGO_RING));
   ck_assert_uint_eq(f[LOOM_COLL_BROADCAST], 0);
 }
@@ -76,7 +76,7 @@ START_TEST(parse_per_collective_and_override) {
   ck_assert_uint_eq(f[LOOM_COLL_ALLGATHER], B(LOOM_ALGO_RING));
   parse_ok("allreduce:^ring,hier", f);
   ck_assert_uint_eq(f[LOOM_COLL_ALLREDUCE],
-                    B(LOOM_ALGO_RD) | B(LOOM_ALGO_ONESHOT) | B(LOOM_ALGO_TREE));
+                    B(LOOM_ALGO_RD) | B(LOOM_ALGO_ONESHOT) | B(LOOM_ALGO_TREE) | B(LOOM_ALGO_RHD));
 }
 END_TEST
 
@@ -134,6 +134,9 @@ START_TEST(tuner_forced_and_fallback) {
   ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 2, 8, LOOM_ALGO_RING), "ring");
   ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 4, 64 << 20, LOOM_ALGO_ONESHOT), "one-shot");
   ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 4, 64 << 20, LOOM_ALGO_RD), "recursive doubling");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 8, 1 << 20, LOOM_ALGO_RHD),
+                   "recursive halving-doubling");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 6, 1 << 20, LOOM_ALGO_RHD), "ring");
   /* recursive doubling cannot run on 3 ranks: the tuner's choice */
   ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 3, 64 << 20, LOOM_ALGO_RD), "ring");
   ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 3, 8, LOOM_ALGO_RD), "one-shot");

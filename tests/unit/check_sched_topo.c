@@ -34,6 +34,10 @@ static void dbtree_builder(int r, int n, size_t count, int root, struct loom_sch
   (void)root;
   loom_dbtree_allreduce(r, &shape, count, s);
 }
+static void rhd_builder(int r, int n, size_t count, int root, struct loom_schedule *s) {
+  (void)root;
+  loom_rhd_allreduce(r, n, count, s);
+}
 static void ring_ar_builder(int r, int n, size_t count, int root, struct loom_schedule *s) {
   (void)root;
   loom_ring_allreduce_ordered(r, n, shape.by_node, count, s);
@@ -152,6 +156,12 @@ START_TEST(dbtree_allreduce_every_shape) {
 }
 END_TEST
 
+START_TEST(rhd_allreduce_powers_of_two) {
+  for (int n = 1; n <= MAX_RANKS; n *= 2)
+    run_counts(RING_AR, n, rhd_builder, "recursive halving-doubling", 1);
+}
+END_TEST
+
 /* A node's first rank is an inner node of at most one tree when there are
  * enough nodes, and the two trees have different roots. */
 START_TEST(dbtree_shape) {
@@ -204,6 +214,7 @@ int main(void) {
   tcase_add_test(tc, ordered_ring_crosses_nodes_rarely);
   tcase_add_test(tc, hier_allreduce_every_shape);
   tcase_add_test(tc, dbtree_shape);
+  tcase_add_test(tc, rhd_allreduce_powers_of_two);
   tcase_add_test(tc, dbtree_allreduce_every_shape);
   tcase_add_test(tc, ordered_rings_every_count);
   suite_add_tcase(s, tc);

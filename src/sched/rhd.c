@@ -1,0 +1,87 @@
+/*
+ * rhd.c — recursive halving-doubling all-reduce (Rabenseifner) for a
+ * power-of-two number of ranks: reduce-scatter by recursive halving (at
+ * step k a rank swaps half of its current range with rank r ^ (n >> (k+1))
+ * and reduces the half it keeps), then all-gather by recursive doubling.
+ * log2(n) message latencies per phase instead of the ring's n-1, with the
+ * ring's bandwidth (each rank sends 2(n-1)/n of the buffer).  Rank r ends
+ * the reduce-scatter owning block r; every element is reduced once, so
+ * every rank gets the same bits.
+ */
+#include "sched/schedule.h"
+
+/* Elements [off, off + cnt) of blocks [lo, hi) of count split n ways. */
+static void blocks(size_t count, int n, int lo, int hi, size_t *off, size_t *cnt) {
+  size_t o1, c1, o2, c2;
+  loom_sched_block(count, n, lo, &o1, &c1);
+  loom_sched_block(count, n, hi - 1, &o2, &c2);
+  *off = o1;
+  *cnt = o2 + c2 - o1;
+}
+
+/* The last step so far that receives data (-1: none): waiting for all of
+ * it covers every earlier receive. */
+static int last_filled(const struct loom_schedule *s) {
+  for (int i = s->nsteps - 1; i >= 0; i--)
+    if (s->steps[i].recv_peer >= 0 && s->steps[i].recv_count > 0)
+      return i;
+  return -1;
+}
+
+void loom_rhd_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s) {
+  int n = nranks;
+  loom_sched_reset(s);
+  if (n == 1) {
+    s->copy.from_buf = LOOM_BUF_SEND;
+    s->copy.to_buf = LOOM_BUF_RECV;
+    s->copy.count = count;
+    return;
+  }
+  int lo = 0, hi = n; /* the blocks this rank still reduces */
+  for (int d = n / 2; d >= 1; d /= 2) {
+    int peer = rank ^ d, mid = lo + d;
+    int keep_lo = (rank & d) ? mid : lo, keep_hi = (rank & d) ? hi : mid;
+    int give_lo = (rank & d) ? lo : mid, give_hi = (rank & d) ? mid : hi;
+    int first = d == n / 2;
+    struct loom_step *p = loom_sched_add(s);
+    p->send_peer = peer;
+    p->send_buf = first ? LOOM_BUF_SEND : LOOM_BUF_RECV;
+    blocks(count, n, give_lo, give_hi, &p->send_off, &p->send_count);
+    p->wait_step = first ? -1 : last_filled(s);
+    p->wait_all = p->wait_step >= 0; /* it forwards part of what the last step reduced */
+    p->recv_peer = peer;
+    p->recv_op = LOOM_RECV_REDUCE;
+    p->recv_buf = LOOM_BUF_RECV;
+    blocks(count, n, keep_lo, keep_hi, &p->recv_off, &p->recv_count);
+    p->mine_buf = first ? LOOM_BUF_SEND : LOOM_BUF_RECV;
+    p->mine_off = p->recv_off;
+    p->recv_first = peer < rank;
+    p->finalize = d == 1;
+    lo = keep_lo;
+    hi = keep_hi;
+  }
+  /* lo == rank: gather the other blocks back, doubling */
+  for (int d = 1; d < n; d *= 2) {
+    int peer = rank ^ d;
+    int plo, phi; /* the partner's range, as large as ours */
+    if ((rank & d) == 0) { /* above ours */
+      plo = hi;
+      phi = hi + (hi - lo);
+    } else {
+      plo = lo - (hi - lo);
+      phi = lo;
+    }
+    struct loom_step *p = loom_sched_add(s);
+    p->send_peer = peer;
+    p->send_buf = LOOM_BUF_RECV;
+    blocks(count, n, lo, hi, &p->send_off, &p->send_count);
+    p->wait_step = last_filled(s);
+    p->wait_all = p->wait_step >= 0;
+    p->recv_peer = peer;
+    p->recv_op = LOOM_RECV_COPY;
+    p->recv_buf = LOOM_BUF_RECV;
+    blocks(count, n, plo, phi, &p->recv_off, &p->recv_count);
+    lo = plo < lo ? plo : lo;
+    hi = phi > hi ? phi : hi;
+  }
+}

@@ -111,7 +111,12 @@ typedef struct {
  *   timeout_ms  how long one collective may wait for a peer before failing
  *               with loomTimeout; default LOOM_TIMEOUT_MS (300000).
  *               0 means wait for ever (not recommended).
- *   commName    a name shown in the log (copied). */
+ *   commName    a name shown in the log (copied).
+ *   algo        the algorithms this communicator may use, in LOOM_ALGO's
+ *               syntax (e.g. "allreduce:ring"); read at init, overriding
+ *               the LOOM_ALGO environment variable for this communicator
+ *               only.  NULL (default): LOOM_ALGO's.  Added in 0.2: a
+ *               config of the older, smaller size is still accepted. */
 typedef struct loomConfig_v1 {
   size_t size;
   unsigned int magic;
@@ -119,6 +124,7 @@ typedef struct loomConfig_v1 {
   int blocking;
   int timeout_ms;
   const char *commName;
+  const char *algo;
 } loomConfig_t;
 
 #define LOOM_CONFIG_UNDEF_INT (-2147483647 - 1)
@@ -126,7 +132,7 @@ typedef struct loomConfig_v1 {
 #define LOOM_CONFIG_INITIALIZER                                                \
   {                                                                            \
     sizeof(loomConfig_t), LOOM_CONFIG_MAGIC, LOOM_VERSION_CODE,                \
-        LOOM_CONFIG_UNDEF_INT, LOOM_CONFIG_UNDEF_INT, NULL                     \
+        LOOM_CONFIG_UNDEF_INT, LOOM_CONFIG_UNDEF_INT, NULL, NULL               \
   }
 
 /* ---- Errors and version -------------------------------------------------- */

@@ -12,6 +12,7 @@
 #include "transport.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdatomic.h>
 
 #define LOOM_COMM_MAGIC 0x4c434f4du /* "LCOM": catches stale or bogus handles */
@@ -49,6 +50,7 @@ struct loomComm {
   unsigned algo[LOOM_COLL_COUNT]; /* LOOM_ALGO (read at init): allowed algorithms per
                                      collective, 1 << enum loom_algo each; 0 = any */
   struct loom_topo topo; /* which ranks share a node, each node's hardware; built at init */
+  struct loom_tune tune; /* LOOM_TUNE_FILE's entries for this rank and node count */
   /* stream tasks queued for this communicator and not yet finished */
   atomic_int inflight; /* queued or running tasks; the lock and cond only for waiting */
   atomic_int inflight_waiters; /* threads in loom_comm_wait_tasks */
@@ -74,6 +76,11 @@ loomResult_t loom_comm_check_usable(loomComm_t comm, const char *fn);
 /* Marks the communicator broken by `res`, keeping this thread's last error
  * text for other threads and later calls. */
 void loom_comm_set_broken(loomComm_t comm, loomResult_t res);
+/* The size of a loomConfig_t of Loom 0.1 (before the algo field): older
+ * programs pass it and are still accepted. */
+#define LOOM_CONFIG_V1_SIZE offsetof(loomConfig_t, algo)
+/* config->algo when the config is large enough to have it, else NULL. */
+const char *loom_config_algo(const loomConfig_t *config);
 /* Checks a loomConfig_t (NULL: defaults) and reads its settings. */
 loomResult_t loom_read_config(const loomConfig_t *config, int *blocking, int *timeout_ms,
                               const char **name);

@@ -4,6 +4,7 @@
  * choice of algorithms.
  */
 #include "api/comm.h"
+#include "core/config.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -34,6 +35,14 @@ loomResult_t loom_comm_topo_setup(loomComm_t comm) {
     return ag.res != loomSuccess ? ag.res /* the bootstrap said why */
                                  : loom_error(loomSystemError, LOOM_LOG_INIT, "rank %d: %s",
                                               comm->rank, err);
+  const char *tune = loom_param_str(LOOM_PARAM_TUNE_FILE);
+  if (tune != NULL && tune[0] != '\0') {
+    if (loom_tune_load(&comm->tune, tune, comm->nranks, comm->topo.nnodes, err, sizeof err) != 0)
+      return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "rank %d: %s", comm->rank, err);
+    if (comm->rank == 0)
+      LOOM_INFO(LOOM_LOG_INIT, "LOOM_TUNE_FILE=%s: %d measured choice(s) for %d ranks on %d node(s)",
+                tune, comm->tune.nentries, comm->nranks, comm->topo.nnodes);
+  }
   return loomSuccess;
 }
 

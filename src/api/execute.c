@@ -77,6 +77,7 @@ loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
                               count,   esize,
                               comm->algo[coll],
                               comm->topo.nnodes > 0 ? &comm->topo : NULL,
+                              comm->tune.nentries > 0 ? &comm->tune : NULL,
                               NULL,    NULL,
                               NULL,    NULL};
   size_t *v = c->v, *owned = NULL;

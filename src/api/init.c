@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
@@ -204,7 +205,7 @@ loomResult_t loom_read_config(const loomConfig_t *config, int *blocking, int *ti
   *name = NULL;
   if (config == NULL)
     return loomSuccess;
-  if (config->magic != LOOM_CONFIG_MAGIC || config->size < sizeof(loomConfig_t))
+  if (config->magic != LOOM_CONFIG_MAGIC || config->size < LOOM_CONFIG_V1_SIZE)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
                       "loomCommInitRankConfig: config was not initialised with "
                       "LOOM_CONFIG_INITIALIZER");
@@ -227,13 +228,24 @@ loomResult_t loom_read_config(const loomConfig_t *config, int *blocking, int *ti
   return loomSuccess;
 }
 
-/* LOOM_ALGO, parsed per communicator before anything else, so that a bad
- * spec fails at once (what it means for this machine is logged once the
- * topology is known: loom_comm_topo_report). */
-static loomResult_t read_algo(unsigned algo[LOOM_COLL_COUNT]) {
+const char *loom_config_algo(const loomConfig_t *config) {
+  if (config == NULL || config->size < offsetof(loomConfig_t, algo) + sizeof config->algo)
+    return NULL;
+  return config->algo;
+}
+
+/* config.algo or LOOM_ALGO, parsed per communicator before anything else,
+ * so that a bad spec fails at once (what it means for this machine is
+ * logged once the topology is known: loom_comm_topo_report). */
+static loomResult_t read_algo(const loomConfig_t *config, unsigned algo[LOOM_COLL_COUNT]) {
   char err[256];
-  if (loom_algo_parse(loom_param_str(LOOM_PARAM_ALGO), algo, err, sizeof err) != 0)
-    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomCommInitRank: %s", err);
+  const char *spec = loom_config_algo(config);
+  int from_config = spec != NULL;
+  if (!from_config)
+    spec = loom_param_str(LOOM_PARAM_ALGO);
+  if (loom_algo_parse(spec, algo, err, sizeof err) != 0)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomCommInitRank: %s%s",
+                      from_config ? "config.algo: " : "", err);
   return loomSuccess;
 }
 
@@ -256,6 +268,7 @@ static void comm_free(loomComm_t comm) {
   free(comm->bucket_send);
   free(comm->bucket_recv);
   loom_topo_free(&comm->topo);
+  loom_tune_free(&comm->tune);
   comm->magic = 0;
   free(comm);
 }
@@ -276,7 +289,7 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   const char *name;
   LOOM_CHECK(loom_read_config(config, &blocking, &timeout_ms, &name));
   unsigned algo[LOOM_COLL_COUNT];
-  LOOM_CHECK(read_algo(algo));
+  LOOM_CHECK(read_algo(config, algo));
   loomComm_t comm = calloc(1, sizeof *comm);
   if (comm == NULL || (comm->conns = calloc((size_t)nranks, sizeof(void *))) == NULL ||
       (comm->sched_steps = malloc(sizeof(struct loom_step) *

@@ -86,8 +86,9 @@ loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t *newc
     return res;
   /* Unset fields take the parent's timeout and a name derived from it. */
   loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
-  if (config != NULL)
-    cfg = *config;
+  if (config != NULL) /* a config of an older, smaller size keeps the newer defaults */
+    memcpy(&cfg, config, config->size < sizeof cfg ? config->size : sizeof cfg);
+  cfg.size = sizeof cfg;
   char name[80];
   if (cfg.timeout_ms == LOOM_CONFIG_UNDEF_INT)
     cfg.timeout_ms = comm->timeout_ms;

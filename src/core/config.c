@@ -101,6 +101,11 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          "discovering it; its rank count must equal the communicator's.  Shapes "
          "schedules and tuning only: which ranks share memory still follows the host "
          "ids"},
+    [LOOM_PARAM_TUNE_FILE] =
+        {"LOOM_TUNE_FILE", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "measured algorithm choices (as `loom-perf --autotune FILE` writes them) that "
+         "take precedence over the tuner's rules for the matching rank and node counts; "
+         "LOOM_ALGO still limits them; a bad file fails init naming the line"},
 };
 
 struct param_value {

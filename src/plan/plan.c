@@ -72,8 +72,15 @@ static int rank_algos(const struct loom_plan_args *a, size_t bytes, enum loom_al
 /* The first of the tuner's ranking that LOOM_ALGO allows and that can run;
  * when none can, the tuner's own first choice that runs. */
 static enum loom_algo choose(const struct loom_plan_args *a, size_t bytes) {
-  enum loom_algo order[LOOM_ALGO_COUNT];
-  int k = rank_algos(a, bytes, order);
+  enum loom_algo order[LOOM_ALGO_COUNT + 1];
+  int k = 0;
+  /* a measured choice (LOOM_TUNE_FILE) comes first */
+  int per_rank = a->coll == LOOM_COLL_ALLGATHER || a->coll == LOOM_COLL_REDUCESCATTER;
+  enum loom_algo measured =
+      loom_tune_lookup(a->tune, a->coll, per_rank ? bytes * (size_t)a->nranks : bytes);
+  if (measured != LOOM_ALGO_AUTO)
+    order[k++] = measured;
+  k += rank_algos(a, bytes, order + k);
   for (int pass = 0; pass < 2; pass++)
     for (int i = 0; i < k; i++)
       if ((pass == 1 || a->allowed == 0 || (a->allowed & (1u << order[i]))) &&

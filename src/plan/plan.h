@@ -9,6 +9,7 @@
 #include "topo/topo.h"
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Up to this size a power-of-two number of ranks uses recursive doubling
  * (log2 n latencies, whole buffers); above it the ring (2(n-1) latencies,
@@ -80,6 +81,27 @@ int loom_algo_parse(const char *spec, unsigned allowed[LOOM_COLL_COUNT], char *e
 /* "tree, ring" for the bits of a mask (into buf). */
 const char *loom_algo_mask_text(unsigned mask, char *buf, size_t len);
 
+/* ---- tune.c: LOOM_TUNE_FILE (measured choices, see the file's format there) ---- */
+struct loom_tune_entry {
+  uint64_t max_bytes; /* covers sizes up to this (above the previous entry) */
+  enum loom_algo algo;
+};
+struct loom_tune_list {
+  struct loom_tune_entry *entries; /* sorted by max_bytes */
+  int n, cap;
+};
+struct loom_tune {
+  struct loom_tune_list colls[LOOM_COLL_COUNT];
+  int nentries;
+};
+/* Loads the entries of `path` for nranks ranks on nnodes nodes (the others
+ * are skipped).  0 on success; -1 with the reason (file and line) in err. */
+int loom_tune_load(struct loom_tune *t, const char *path, int nranks, int nnodes, char *err,
+                   size_t errlen);
+/* The measured algorithm for this size, or AUTO. */
+enum loom_algo loom_tune_lookup(const struct loom_tune *t, enum loom_coll coll, size_t bytes);
+void loom_tune_free(struct loom_tune *t);
+
 /* What the planner needs of one call.  count is per rank where NCCL says
  * so (all-gather, reduce-scatter, all-to-all, gather, scatter). */
 struct loom_plan_args {
@@ -89,6 +111,7 @@ struct loom_plan_args {
   unsigned allowed; /* LOOM_ALGO: 1 << algo per allowed algorithm, 0 = any; when none of
                        them can run the tuner's choice runs */
   const struct loom_topo *topo; /* which ranks share a node; NULL: all one node */
+  const struct loom_tune *tune; /* LOOM_TUNE_FILE's choices; NULL: none */
   /* all-to-all-v: per peer, in elements */
   const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
 };

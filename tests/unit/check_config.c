@@ -369,6 +369,7 @@ START_TEST(table_order) {
       {LOOM_PARAM_HOSTID, "LOOM_HOSTID"},
       {LOOM_PARAM_TOPO_DUMP_FILE, "LOOM_TOPO_DUMP_FILE"},
       {LOOM_PARAM_TOPO_FILE, "LOOM_TOPO_FILE"},
+      {LOOM_PARAM_TUNE_FILE, "LOOM_TUNE_FILE"},
   };
   ck_assert_int_eq(sizeof expect / sizeof expect[0], LOOM_PARAM_COUNT);
   const struct loom_param_info *t = loom_param_table();

@@ -8,6 +8,7 @@
 #include <check.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- loom_algo_parse ------------------------------------------------------- */
 
@@ -109,7 +110,7 @@ static const char *plan_on(enum loom_coll coll, int nranks, size_t bytes, enum l
   static struct loom_step steps[LOOM_SCHED_MAX_STEPS(64)];
   struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(64), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}};
   unsigned allowed = algo == LOOM_ALGO_AUTO ? 0 : 1u << algo;
-  struct loom_plan_args a = {coll, 0, nranks, 0, bytes / 4, 4, allowed, topo, NULL, NULL, NULL, NULL};
+  struct loom_plan_args a = {coll, 0, nranks, 0, bytes / 4, 4, allowed, topo, NULL, NULL, NULL, NULL, NULL};
   return loom_plan(&a, &s);
 }
 
@@ -206,6 +207,67 @@ START_TEST(tuner_with_nodes) {
 }
 END_TEST
 
+/* ---- LOOM_TUNE_FILE ---------------------------------------------------------- */
+
+static const char *write_tmp(const char *text) {
+  static char path[64];
+  snprintf(path, sizeof path, "/tmp/check_plan_tune.%d", (int)getpid());
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+  return path;
+}
+
+START_TEST(tune_file) {
+  const char *path = write_tmp("# loom tune file 1\n"
+                               "allreduce 2 1 max ring   # the rest\n"
+                               "allreduce 2 1 1024 oneshot\n"
+                               "\n"
+                               "allreduce 4 1 max rd\n"
+                               "ALLGATHER 2 1 65536 Ring\n");
+  struct loom_tune t;
+  char err[256] = "";
+  ck_assert_msg(loom_tune_load(&t, path, 2, 1, err, sizeof err) == 0, "%s", err);
+  ck_assert_int_eq(t.nentries, 3); /* the 4-rank line is skipped */
+  ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_ALLREDUCE, 8), LOOM_ALGO_ONESHOT);
+  ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_ALLREDUCE, 1024), LOOM_ALGO_ONESHOT);
+  ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_ALLREDUCE, 1025), LOOM_ALGO_RING);
+  ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_ALLGATHER, 65536), LOOM_ALGO_RING);
+  ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_ALLGATHER, 65537), LOOM_ALGO_AUTO);
+  ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_BROADCAST, 8), LOOM_ALGO_AUTO);
+  /* the measured choice wins over the rules, LOOM_ALGO still limits it */
+  struct loom_plan_args a = {LOOM_COLL_ALLREDUCE, 0, 2, 0, 2, 4, 0, NULL, &t,
+                             NULL,               NULL, NULL, NULL};
+  static struct loom_step steps[LOOM_SCHED_MAX_STEPS(2)];
+  struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(2), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}};
+  ck_assert_str_eq(loom_plan(&a, &s), "one-shot");
+  a.allowed = 1u << LOOM_ALGO_RD;
+  ck_assert_str_eq(loom_plan(&a, &s), "recursive doubling");
+  loom_tune_free(&t);
+  unlink(path);
+}
+END_TEST
+
+START_TEST(tune_file_errors) {
+  struct loom_tune t;
+  char err[256];
+  ck_assert_int_eq(loom_tune_load(&t, "/nonexistent/tune", 2, 1, err, sizeof err), -1);
+  ck_assert_ptr_nonnull(strstr(err, "No such file"));
+  const char *bad[] = {"allreduce 2 1 1024\n", "allreduce 2 1 1k ring\n",
+                       "allgather 2 1 max tree\n", "bogus 2 1 max ring\n",
+                       "allreduce 0 1 max ring\n", "allreduce 2 1 max ring extra\n"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char text[128];
+    snprintf(text, sizeof text, "# fine\nallreduce 2 1 max ring\n%s", bad[i]);
+    const char *path = write_tmp(text);
+    ck_assert_msg(loom_tune_load(&t, path, 2, 1, err, sizeof err) == -1, "accepted: %s", bad[i]);
+    ck_assert_msg(strstr(err, ":3: expected") != NULL, "%s: %s", bad[i], err);
+    unlink(path);
+  }
+}
+END_TEST
+
 START_TEST(runs_and_names) {
   ck_assert(loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_RD, 8, NULL));
   ck_assert(!loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_RD, 6, NULL));
@@ -224,6 +286,8 @@ int main(void) {
   tcase_add_test(tc, parse_per_collective_and_override);
   tcase_add_test(tc, parse_errors);
   tcase_add_test(tc, mask_text);
+  tcase_add_test(tc, tune_file);
+  tcase_add_test(tc, tune_file_errors);
   tcase_add_test(tc, tuner_allreduce);
   tcase_add_test(tc, tuner_forced_and_fallback);
   tcase_add_test(tc, tuner_with_nodes);

@@ -19,7 +19,7 @@ static void usage(FILE *out) {
           "prints it as a tree.  With FILE (written by LOOM_TOPO_DUMP_FILE): prints every\n"
           "node of that job and the ranks on it.\n"
           "  --json    print JSON (the format LOOM_TOPO_FILE loads) instead of the tree\n"
-          "  --no-ofi  skip listing libfabric providers (fi_getinfo takes ~0.1 s)\n"
+          "  --no-ofi  skip listing libfabric providers (fi_getinfo took 0.1-0.3 s here)\n"
           "  -h        this help\n");
 }
 

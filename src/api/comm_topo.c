@@ -67,22 +67,35 @@ void loom_comm_topo_report(loomComm_t comm) {
     return;
   char shape[64];
   shape_text(t, shape, sizeof shape);
-  if (t->nnodes > 1) {
-    int hier = loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_HIER, comm->nranks, t);
-    LOOM_INFO(LOOM_LOG_INIT,
-              "topology: %s; rings visit each node's ranks in a row; all-reduce up to %u "
-              "bytes: %s; above: %s",
-              shape, LOOM_PLAN_RD_MAX_BYTES,
-              comm->nranks > LOOM_PLAN_ONESHOT_MAX_RANKS
-                  ? "double binary tree"
-                  : "one-shot up to 8 KiB, then recursive doubling (power-of-two ranks) or ring",
-              hier ? "hierarchical (ring reduce-scatter in nodes, ring all-reduce across, "
-                     "ring all-gather in nodes)"
-                   : (loom_topo_uniform(t) ? "ring (one rank per node)"
-                                           : "ring (nodes of unequal size: no hierarchical)"));
-  } else {
-    LOOM_INFO(LOOM_LOG_INIT, "topology: %s", shape);
+  /* What the tuner picks for all-reduce at a few sizes, as the planner
+   * itself answers (LOOM_ALGO and LOOM_TUNE_FILE included). */
+  static const size_t sizes[] = {8, 16u << 10, 1u << 20, 64u << 20};
+  static const char *const size_names[] = {"8 B", "16 KiB", "1 MiB", "64 MiB"};
+  char choice[256];
+  size_t o = 0;
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    struct loom_schedule s = {0, comm->sched_cap, comm->sched_steps, {0, 0, 0, 0, 0}, 0,
+                              {0, 0, 0, 0}};
+    struct loom_plan_args pa = {LOOM_COLL_ALLREDUCE,
+                                comm->rank,
+                                comm->nranks,
+                                0,
+                                sizes[i] / 4,
+                                4,
+                                comm->algo[LOOM_COLL_ALLREDUCE],
+                                t,
+                                comm->tune.nentries > 0 ? &comm->tune : NULL,
+                                NULL,
+                                NULL,
+                                NULL,
+                                NULL};
+    o += (size_t)snprintf(choice + o, sizeof choice - o, "%s%s %s", i ? ", " : "",
+                          size_names[i], loom_plan(&pa, &s));
+    if (o >= sizeof choice)
+      break;
   }
+  LOOM_INFO(LOOM_LOG_INIT, "topology: %s%s; all-reduce: %s", shape,
+            t->nnodes > 1 ? "; rings visit each node's ranks in a row" : "", choice);
   for (int c = 0; c < LOOM_COLL_COUNT; c++) {
     unsigned allowed = comm->algo[c], runs = 0;
     if (allowed == 0)

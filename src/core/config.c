@@ -80,11 +80,12 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          "the FIFO (two copies)"},
     [LOOM_PARAM_ALGO] =
         {"LOOM_ALGO", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "force algorithms instead of the tuner's size-based choice: a comma list of "
-         "ALGO or COLL:ALGO, e.g. \"ring\" or \"allreduce:oneshot,broadcast:chain\"; "
-         "algorithms: ring, rd (recursive doubling, power-of-two ranks), oneshot "
-         "(allreduce), tree, chain (broadcast, reduce); one that cannot run on the "
-         "communicator's rank count falls back to the tuner (WARN at init)"},
+         "limit the algorithms the tuner may pick, NCCL_ALGO's syntax: items separated "
+         "by ';', each [COLL:]LIST or [COLL:]^LIST (excluded), LIST comma-separated, e.g. "
+         "\"tree,ring\" or \"allreduce:tree,ring;broadcast:chain\"; algorithms: ring, rd "
+         "(recursive doubling), rhd (halving-doubling), oneshot, tree (double binary tree "
+         "for allreduce, binomial for broadcast/reduce), chain, hier (hierarchical); when "
+         "none allowed can run here the tuner chooses (WARN at init)"},
     [LOOM_PARAM_HOSTID] =
         {"LOOM_HOSTID", LOOM_PARAM_T_STRING, NULL, 0, 0,
          "node identity (at most 63 bytes): ranks with the same value are one node "

@@ -7,7 +7,8 @@
  * Pieces:
  *  - group.c: nodes from the ranks' host ids (pure; LOOM_HOSTID overrides a
  *    rank's id, so tests make several nodes on one machine);
- *  - discover.c: this node's hardware, through hwloc (CPU/NUMA/cache/PCI),
+ *  - discover.c: this node's hardware, through hwloc (CPU/NUMA/cache; I/O
+ *    devices are left out: they are slow to list),
  *    getifaddrs + sysfs (IP interfaces and speeds), libibverbs and
  *    libfabric (RDMA devices, providers);
  *  - json.c: the whole topology as JSON (LOOM_TOPO_DUMP_FILE writes it,
@@ -87,7 +88,7 @@ void loom_topo_free(struct loom_topo *t);
 /* What loom_topo_discover_ex looks for beyond the default. */
 enum {
   /* libfabric providers (kind "ofi"): fi_getinfo loads every provider and
-   * takes ~100 ms, so init leaves it out and loom-topo asks for it. */
+   * took 120-340 ms here, so init leaves it out and loom-topo asks for it. */
   LOOM_TOPO_DISCOVER_OFI = 1 << 0,
 };
 

@@ -50,7 +50,7 @@ cluster_up 3 || { rc=$?; [ "$rc" -eq 77 ] && exit 77; fail "cluster_up 3 (status
 LOOM_DEBUG=INFO crun 2 2 120 "$CT"
 expect_count "cases passed" 4 "2 nodes x 2 ranks: every collective, full matrix"
 expect_count "by collective:\( [a-z]* [1-9][0-9]*\)*\$" 1 "2 nodes x 2 ranks: every collective ran"
-expect_count "LOOM INFO topology: 2 nodes x 2 ranks; .*above: hierarchical" 1 \
+expect_count "LOOM INFO topology: 2 nodes x 2 ranks; .*1 MiB hierarchical" 1 \
   "2 nodes x 2 ranks: rank 0's topology sees 2 nodes and picks the hierarchical all-reduce"
 for r in 0 1 2 3; do
   k=$((r / 2))

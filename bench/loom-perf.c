@@ -12,8 +12,10 @@
  * Sizes, counts and bandwidths follow nccl-tests (see usage()).  The time
  * reported is the slowest rank's average per iteration.  Rank 0 prints the
  * table.  -G T compares T grouped (fused) all-reduces with T separate ones
- * and one call of the whole size.  Exit status: 0 on success, 1 on a Loom
- * error or a wrong result, 2 on a usage error.
+ * and one call of the whole size.  --autotune FILE times each algorithm a
+ * collective can use and writes the fastest per size as a LOOM_TUNE_FILE
+ * (perf_autotune.c).  Exit status: 0 on success, 1 on a Loom error or a
+ * wrong result, 2 on a usage error.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -27,6 +29,7 @@
 #include <unistd.h>
 
 #include "loom.h"
+#include "perf_autotune.h"
 
 /* ---- Error handling -------------------------------------------------------- */
 
@@ -268,6 +271,9 @@ typedef struct {
   int root;
   int group;   /* -G T: T all-reduces per iteration (0: off) */
   int reverse; /* -R: issue the grouped calls last tensor first */
+  const char *coll_arg; /* -C as given */
+  const char *autotune; /* --autotune FILE (perf_autotune.c) */
+  unsigned autotune_colls;
 } opts_t;
 
 static void usage(FILE *f) {
@@ -297,6 +303,11 @@ static void usage(FILE *f) {
           "  -R               with -G: issue the grouped calls last tensor first (the\n"
           "                   tensors are then not contiguous in issue order, so the\n"
           "                   fusion copies them into its bucket and back)\n"
+          "  --autotune FILE  time every algorithm that can run here for each collective\n"
+          "                   of -C (a comma-separated list or all; default all:\n"
+          "                   allreduce, allgather, broadcast, reduce), float32 sum out of\n"
+          "                   place over the sweep; write the fastest per size to FILE\n"
+          "                   for LOOM_TUNE_FILE (docs/tuning.md)\n"
           "  -h               this help\n"
           "Sizes are the largest buffer of a call, as in nccl-tests: allgather,\n"
           "alltoall and gather (on the root) receive size bytes, reducescatter,\n"
@@ -365,6 +376,12 @@ static void parse_args(int argc, char **argv, opts_t *o) {
       o->reverse = 1;
       continue;
     }
+    if (strcmp(arg, "--autotune") == 0) {
+      if (a + 1 >= argc)
+        usage_error("option %s needs a file name", arg);
+      o->autotune = argv[++a];
+      continue;
+    }
     if (arg[0] != '-' || arg[1] == '\0' || arg[2] != '\0' ||
         strchr("CbeifnwcdorG", arg[1]) == NULL)
       usage_error("unknown argument '%s'", arg);
@@ -410,17 +427,23 @@ static void parse_args(int argc, char **argv, opts_t *o) {
       if (parse_int(val, 1, &o->group) || o->group > 1000000)
         usage_error("-G takes a number of calls from 1 to 1000000, not '%s'", val);
       break;
-    case 'C': {
-      int k;
-      for (k = 0; k < COLL_COUNT && strcmp(coll_info[k].name, val) != 0; k++)
-        ;
-      if (k == COLL_COUNT)
-        usage_error("unknown collective '%s' (allreduce allgather reducescatter broadcast "
-                    "reduce alltoall gather scatter sendrecv barrier)", val);
-      o->coll = (coll_t)k;
-      break;
+    case 'C': o->coll_arg = val; break;
     }
-    }
+  }
+  char err[256];
+  if (o->autotune != NULL) {
+    if (perf_autotune_parse_colls(o->coll_arg, &o->autotune_colls, err, sizeof err) != 0)
+      usage_error("%s", err);
+    if (o->group > 0 || o->type != loomFloat32 || o->op != loomSum)
+      usage_error("--autotune measures float32 sum one call at a time (no -G, -d, -o)%s", "");
+  } else if (o->coll_arg != NULL) {
+    int k;
+    for (k = 0; k < COLL_COUNT && strcmp(coll_info[k].name, o->coll_arg) != 0; k++)
+      ;
+    if (k == COLL_COUNT)
+      usage_error("unknown collective '%s' (allreduce allgather reducescatter broadcast "
+                  "reduce alltoall gather scatter sendrecv barrier)", o->coll_arg);
+    o->coll = (coll_t)k;
   }
   if (o->min_bytes > o->max_bytes)
     usage_error("minbytes is larger than maxbytes%s", "");
@@ -961,6 +984,55 @@ static void sweep_grouped(bench_t *b, totals_t *tot) {
   }
 }
 
+/* --autotune's measurement (perf_sample in perf_autotune.h): checked like
+ * the sweep, then timed out of place. */
+static int autotune_measure(void *ctx, loomComm_t comm, const char *coll, size_t bytes,
+                            struct perf_sample *s) {
+  bench_t *b = ctx;
+  static unsigned seed;
+  int k = 0;
+  while (k < COLL_COUNT - 1 && strcmp(coll_info[k].name, coll) != 0)
+    k++;
+  int per_rank = coll_info[k].per_rank;
+  size_t count = bytes / b->tsize / (per_rank ? (size_t)b->nranks : 1);
+  if (count == 0)
+    return 1;
+  loomComm_t parent = b->comm;
+  b->comm = comm;
+  b->o.coll = (coll_t)k;
+  s->bytes = count * b->tsize * (per_rank ? (size_t)b->nranks : 1);
+  s->wrong = -1;
+  if (b->o.check) {
+    prepare(b, count, seed++);
+    s->wrong = check_once(b, count, 0) + check_once(b, count, 1);
+  }
+  for (int w = 0; w < b->o.warmup; w++)
+    run_coll(b, count, 0);
+  s->us = time_run(b, run_coll, count, 0);
+  b->comm = parent;
+  return 0;
+}
+
+/* --autotune FILE: the sweep's sizes and autotune_measure, lent to
+ * perf_autotune_run; returns the exit status. */
+static int autotune(bench_t *b, int argc, char **argv) {
+  size_t *sizes = NULL, bytes = b->o.min_bytes;
+  int n = 0;
+  do {
+    sizes = realloc(sizes, (size_t)(n + 1) * sizeof *sizes);
+    if (sizes == NULL) {
+      fprintf(stderr, "loom-perf: out of memory\n");
+      exit(1);
+    }
+    sizes[n++] = bytes;
+  } while (next_size(&b->o, &bytes));
+  struct perf_autotune a = {b->o.autotune, b->o.autotune_colls, b->comm, b->rank, b->nranks,
+                            sizes, n, b->o.iters, b->o.warmup, argc, argv, autotune_measure, b};
+  int status = perf_autotune_run(&a);
+  free(sizes);
+  return status;
+}
+
 /* Chooses the rendezvous address; exits with a message when there is none. */
 static void setup_comm_id(int rank, int nranks) {
   const char *id = getenv("LOOM_COMM_ID");
@@ -1024,7 +1096,9 @@ int main(int argc, char **argv) {
   }
   b.rank = g_rank = li.rank;
   b.nranks = li.nranks;
-  if (coll_info[o->coll].rooted && o->root >= b.nranks) { /* every rank says it */
+  if (o->autotune != NULL && b.nranks < 2)
+    usage_error("--autotune needs 2 or more ranks (one rank has nothing to choose)%s", "");
+  if ((coll_info[o->coll].rooted || o->autotune) && o->root >= b.nranks) { /* every rank says it */
     char msg[96];
     snprintf(msg, sizeof msg, "root %d is not a rank (there are %d)", o->root, b.nranks);
     usage_error("%s", msg);
@@ -1060,15 +1134,18 @@ int main(int argc, char **argv) {
   memset(b.send, 0, send_bytes);
   memset(b.recv, 0, max);
 
-  print_header(&b, li.launcher ? li.launcher : "?");
-
   totals_t tot = {0, 0, 0};
-  if (o->group > 0)
-    sweep_grouped(&b, &tot);
-  else
-    sweep(&b, &tot);
+  if (o->autotune != NULL) {
+    tot.wrong = autotune(&b, argc, argv); /* prints its own table */
+  } else {
+    print_header(&b, li.launcher ? li.launcher : "?");
+    if (o->group > 0)
+      sweep_grouped(&b, &tot);
+    else
+      sweep(&b, &tot);
+  }
 
-  if (b.rank == 0) {
+  if (b.rank == 0 && o->autotune == NULL) {
     printf("# Out of bounds values : %lld %s\n", (long long)tot.wrong,
            tot.wrong ? "FAILED" : "OK");
     if (tot.bw_count > 0)

@@ -72,6 +72,17 @@ int loom_tune_load(struct loom_tune *t, const char *path, int nranks, int nnodes
   int lineno = 0, rc = 0;
   while (rc == 0 && fgets(line, sizeof line, f) != NULL) {
     lineno++;
+    if (strchr(line, '\n') == NULL && !feof(f)) { /* longer than the buffer */
+      int ch;
+      while ((ch = fgetc(f)) != EOF && ch != '\n')
+        ;
+      if (line[strspn(line, " \t")] != '#') {
+        snprintf(err, errlen, "LOOM_TUNE_FILE=%s:%d: line longer than %zu bytes", path,
+                 lineno, sizeof line - 1);
+        rc = -1;
+        break;
+      }
+    }
     line[strcspn(line, "#\n")] = '\0';
     char coll[32], algo[32], maxb[32], extra[2];
     int r, k;

@@ -220,12 +220,18 @@ static const char *write_tmp(const char *text) {
 }
 
 START_TEST(tune_file) {
-  const char *path = write_tmp("# loom tune file 1\n"
-                               "allreduce 2 1 max ring   # the rest\n"
-                               "allreduce 2 1 1024 oneshot\n"
-                               "\n"
-                               "allreduce 4 1 max rd\n"
-                               "ALLGATHER 2 1 65536 Ring\n");
+  char comment[1200], text[2048]; /* a comment longer than the loader's buffer */
+  memset(comment, 'x', sizeof comment);
+  comment[0] = '#';
+  comment[sizeof comment - 1] = '\0';
+  snprintf(text, sizeof text, "%s\n%s", comment,
+           "# loom tune file 1\n"
+           "allreduce 2 1 max ring   # the rest\n"
+           "allreduce 2 1 1024 oneshot\n"
+           "\n"
+           "allreduce 4 1 max rd\n"
+           "ALLGATHER 2 1 65536 Ring\n");
+  const char *path = write_tmp(text);
   struct loom_tune t;
   char err[256] = "";
   ck_assert_msg(loom_tune_load(&t, path, 2, 1, err, sizeof err) == 0, "%s", err);

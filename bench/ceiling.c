@@ -27,6 +27,8 @@
 #define _GNU_SOURCE /* sched_setaffinity, CPU_SET */
 #endif
 
+#include "bench_size.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
@@ -350,22 +352,10 @@ static void usage_error(const char *msg, const char *arg) {
 }
 
 static size_t parse_size(const char *s) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10), mult = 1;
-  if (end == s || errno || *s == '-')
-    usage_error("bad number", s);
-  switch (*end) {
-  case 'k': case 'K': mult = 1ull << 10; end++; break;
-  case 'm': case 'M': mult = 1ull << 20; end++; break;
-  case 'g': case 'G': mult = 1ull << 30; end++; break;
-  default: break;
-  }
-  if (*end == 'B' || *end == 'b')
-    end++;
-  if (*end || v > SIZE_MAX / mult || v * mult > INT_MAX)
+  size_t v;
+  if (bench_parse_size(s, INT_MAX, &v) != 0)
     usage_error("bad number (at most 2G-1)", s);
-  return (size_t)(v * mult);
+  return v;
 }
 
 int main(int argc, char **argv) {

@@ -19,6 +19,8 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include "bench_size.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
@@ -331,26 +333,7 @@ static void usage_error(const char *fmt, const char *arg) {
 }
 
 /* "64M" -> 67108864; returns 0 on success. */
-static int parse_size(const char *s, size_t *out) {
-  char *end;
-  errno = 0;
-  unsigned long long v = strtoull(s, &end, 10);
-  if (end == s || errno != 0 || *s == '-')
-    return -1;
-  unsigned long long mult = 1;
-  switch (*end) {
-  case 'k': case 'K': mult = 1ull << 10; end++; break;
-  case 'm': case 'M': mult = 1ull << 20; end++; break;
-  case 'g': case 'G': mult = 1ull << 30; end++; break;
-  default: break;
-  }
-  if (*end == 'B' || *end == 'b')
-    end++;
-  if (*end != '\0' || v > (unsigned long long)SIZE_MAX / mult)
-    return -1;
-  *out = (size_t)(v * mult);
-  return 0;
-}
+static int parse_size(const char *s, size_t *out) { return bench_parse_size(s, SIZE_MAX, out); }
 
 static int parse_int(const char *s, int lo, int *out) {
   char *end;

@@ -24,13 +24,6 @@ static int tree_first_k(int v) { /* smallest k with 2^k > v */
   return k;
 }
 
-static void whole_copy(struct loom_schedule *s, size_t count) {
-  s->copy.from_buf = LOOM_BUF_SEND;
-  s->copy.to_buf = LOOM_BUF_RECV;
-  s->copy.from_off = s->copy.to_off = 0;
-  s->copy.count = count;
-}
-
 static struct loom_step *add_recv(struct loom_schedule *s, int peer, int op, int buf,
                                   size_t count) {
   struct loom_step *p = loom_sched_add(s);
@@ -57,7 +50,7 @@ void loom_chain_broadcast(int rank, int nranks, int root, size_t count,
   int n = nranks, v = rel(rank, root, n);
   loom_sched_reset(s);
   if (v == 0) {
-    whole_copy(s, count);
+    loom_sched_copy_whole(s, count);
     if (n > 1)
       add_send(s, abs_rank(1, root, n), LOOM_BUF_SEND, count, -1);
     return;
@@ -72,7 +65,7 @@ void loom_tree_broadcast(int rank, int nranks, int root, size_t count,
   int n = nranks, v = rel(rank, root, n), from = v == 0 ? LOOM_BUF_SEND : LOOM_BUF_RECV;
   loom_sched_reset(s);
   if (v == 0)
-    whole_copy(s, count);
+    loom_sched_copy_whole(s, count);
   else
     add_recv(s, abs_rank(tree_parent(v), root, n), LOOM_RECV_COPY, LOOM_BUF_RECV, count);
   /* The largest subtree first: it has the most hops still to go. */
@@ -87,7 +80,7 @@ void loom_chain_reduce(int rank, int nranks, int root, size_t count, struct loom
   int n = nranks, v = rel(rank, root, n);
   loom_sched_reset(s);
   if (n == 1) {
-    whole_copy(s, count);
+    loom_sched_copy_whole(s, count);
     return;
   }
   if (v == n - 1) { /* the chain's start sends its own data */
@@ -107,7 +100,7 @@ void loom_tree_reduce(int rank, int nranks, int root, size_t count, struct loom_
   int n = nranks, v = rel(rank, root, n);
   loom_sched_reset(s);
   if (n == 1) {
-    whole_copy(s, count);
+    loom_sched_copy_whole(s, count);
     return;
   }
   int acc = v == 0 ? LOOM_BUF_RECV : LOOM_BUF_SCRATCH, nchildren = 0;

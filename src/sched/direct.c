@@ -87,9 +87,7 @@ void loom_oneshot_allreduce(int rank, int nranks, size_t count, struct loom_sche
   int n = nranks;
   loom_sched_reset(s);
   if (n == 1) {
-    s->copy.from_buf = LOOM_BUF_SEND;
-    s->copy.to_buf = LOOM_BUF_RECV;
-    s->copy.count = count;
+    loom_sched_copy_whole(s, count);
     return;
   }
   /* Peer `from` lands in SCRATCH block (from < rank ? from : from - 1). */

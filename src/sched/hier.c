@@ -11,16 +11,6 @@
 
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
-/* The last step so far that receives data, -1 if none: waiting for all of
- * it covers every earlier receive (they complete in posting order), where
- * an empty receive would cover nothing. */
-static int last_filled(const struct loom_schedule *s) {
-  for (int i = s->nsteps - 1; i >= 0; i--)
-    if (s->steps[i].recv_peer >= 0 && s->steps[i].recv_count > 0)
-      return i;
-  return -1;
-}
-
 static void set_range(size_t count, int n, int b, size_t base, size_t *off, size_t *cnt) {
   loom_sched_block(count, n, b, off, cnt);
   *off += base;
@@ -48,7 +38,7 @@ void loom_hier_allreduce(int rank, const struct loom_hier *h, size_t count,
     p->mine_buf = LOOM_BUF_SEND;
     p->mine_off = p->recv_off;
   }
-  int phase1_last = last_filled(s);
+  int phase1_last = loom_sched_last_filled(s);
   /* 2: all-reduce of that block across the nodes, a ring over the N ranks
    * with local index l, in place in RECV (sub-blocks by node position). */
   size_t boff, bcnt;
@@ -79,7 +69,7 @@ void loom_hier_allreduce(int rank, const struct loom_hier *h, size_t count,
     p->recv_buf = LOOM_BUF_RECV;
     set_range(bcnt, N, mod(k - st, N), boff, &p->recv_off, &p->recv_count);
   }
-  int phase2_last = last_filled(s);
+  int phase2_last = loom_sched_last_filled(s);
   /* 3: all-gather of the L blocks inside the node. */
   for (int st = 0; st < L - 1; st++) {
     struct loom_step *p = loom_sched_add(s);

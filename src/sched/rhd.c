@@ -19,22 +19,11 @@ static void blocks(size_t count, int n, int lo, int hi, size_t *off, size_t *cnt
   *cnt = o2 + c2 - o1;
 }
 
-/* The last step so far that receives data (-1: none): waiting for all of
- * it covers every earlier receive. */
-static int last_filled(const struct loom_schedule *s) {
-  for (int i = s->nsteps - 1; i >= 0; i--)
-    if (s->steps[i].recv_peer >= 0 && s->steps[i].recv_count > 0)
-      return i;
-  return -1;
-}
-
 void loom_rhd_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s) {
   int n = nranks;
   loom_sched_reset(s);
   if (n == 1) {
-    s->copy.from_buf = LOOM_BUF_SEND;
-    s->copy.to_buf = LOOM_BUF_RECV;
-    s->copy.count = count;
+    loom_sched_copy_whole(s, count);
     return;
   }
   int lo = 0, hi = n; /* the blocks this rank still reduces */
@@ -47,7 +36,7 @@ void loom_rhd_allreduce(int rank, int nranks, size_t count, struct loom_schedule
     p->send_peer = peer;
     p->send_buf = first ? LOOM_BUF_SEND : LOOM_BUF_RECV;
     blocks(count, n, give_lo, give_hi, &p->send_off, &p->send_count);
-    p->wait_step = first ? -1 : last_filled(s);
+    p->wait_step = first ? -1 : loom_sched_last_filled(s);
     p->wait_all = p->wait_step >= 0; /* it forwards part of what the last step reduced */
     p->recv_peer = peer;
     p->recv_op = LOOM_RECV_REDUCE;
@@ -75,7 +64,7 @@ void loom_rhd_allreduce(int rank, int nranks, size_t count, struct loom_schedule
     p->send_peer = peer;
     p->send_buf = LOOM_BUF_RECV;
     blocks(count, n, lo, hi, &p->send_off, &p->send_count);
-    p->wait_step = last_filled(s);
+    p->wait_step = loom_sched_last_filled(s);
     p->wait_all = p->wait_step >= 0;
     p->recv_peer = peer;
     p->recv_op = LOOM_RECV_COPY;

@@ -26,6 +26,20 @@ struct loom_step *loom_sched_add(struct loom_schedule *s) {
   return p;
 }
 
+void loom_sched_copy_whole(struct loom_schedule *s, size_t count) {
+  s->copy.from_buf = LOOM_BUF_SEND;
+  s->copy.to_buf = LOOM_BUF_RECV;
+  s->copy.from_off = s->copy.to_off = 0;
+  s->copy.count = count;
+}
+
+int loom_sched_last_filled(const struct loom_schedule *s) {
+  for (int i = s->nsteps - 1; i >= 0; i--)
+    if (s->steps[i].recv_peer >= 0 && s->steps[i].recv_count > 0)
+      return i;
+  return -1;
+}
+
 void loom_sched_block(size_t count, int n, int b, size_t *off, size_t *cnt) {
   size_t base = count / (size_t)n, rem = count % (size_t)n, ub = (size_t)b;
   *cnt = base + (ub < rem ? 1 : 0);
@@ -82,7 +96,7 @@ void loom_ring_allreduce_ordered(int rank, int nranks, const int *order, size_t 
   int next = at_pos(order, loom_ring_next(me, n)), prev = at_pos(order, loom_ring_prev(me, n));
   loom_sched_reset(s);
   if (n == 1) {
-    set_copy(s, LOOM_BUF_SEND, 0, LOOM_BUF_RECV, 0, count);
+    loom_sched_copy_whole(s, count);
     return;
   }
   /* Blocks are numbered by ring position: any consistent numbering works. */
@@ -108,7 +122,7 @@ void loom_ring_allreduce(int rank, int nranks, size_t count, struct loom_schedul
 void loom_rd_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s) {
   loom_sched_reset(s);
   if (nranks == 1)
-    set_copy(s, LOOM_BUF_SEND, 0, LOOM_BUF_RECV, 0, count);
+    loom_sched_copy_whole(s, count);
   for (int k = 0; (1 << k) < nranks; k++) {
     struct loom_step *p = loom_sched_add(s);
     p->send_peer = p->recv_peer = rank ^ (1 << k);
@@ -178,7 +192,7 @@ void loom_ring_reducescatter_ordered(int rank, int nranks, const int *order, siz
   int next = at_pos(order, loom_ring_next(me, n)), prev = at_pos(order, loom_ring_prev(me, n));
   loom_sched_reset(s);
   if (n == 1) {
-    set_copy(s, LOOM_BUF_SEND, 0, LOOM_BUF_RECV, 0, count);
+    loom_sched_copy_whole(s, count);
     return;
   }
   s->scratch_count = (size_t)n * count;

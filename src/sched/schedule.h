@@ -90,6 +90,12 @@ struct loom_schedule {
 void loom_sched_reset(struct loom_schedule *s);
 /* Appends a step with no send and no receive; NULL when s is full. */
 struct loom_step *loom_sched_add(struct loom_schedule *s);
+/* The local copy of all of SEND into RECV (one rank's whole result). */
+void loom_sched_copy_whole(struct loom_schedule *s, size_t count);
+/* The last step so far that receives data, -1 if none: a send that waits
+ * for all of it waits for every earlier receive too (they complete in
+ * posting order), where an empty receive would cover nothing. */
+int loom_sched_last_filled(const struct loom_schedule *s);
 
 /* Splits count into n near-equal blocks (the first count % n one larger). */
 void loom_sched_split(size_t count, int n, size_t *off, size_t *cnt);

@@ -90,9 +90,7 @@ void loom_dbtree_allreduce(int rank, const struct loom_topo *t, size_t count,
                            struct loom_schedule *s) {
   loom_sched_reset(s);
   if (t->nranks == 1) {
-    s->copy.from_buf = LOOM_BUF_SEND;
-    s->copy.to_buf = LOOM_BUF_RECV;
-    s->copy.count = count;
+    loom_sched_copy_whole(s, count);
     return;
   }
   size_t half = count / 2;

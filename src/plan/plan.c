@@ -3,6 +3,7 @@
  */
 #include "plan/plan.h"
 
+#include <math.h>
 #include <stddef.h>
 
 const char *loom_coll_name(enum loom_coll coll) {
@@ -13,6 +14,34 @@ const char *loom_coll_name(enum loom_coll coll) {
   return (unsigned)coll < LOOM_COLL_COUNT ? names[coll] : "?";
 }
 
+/* Across nodes: all-reduce algorithms cheapest first by the alpha-beta
+ * model (cost.c), those that cannot run here last. */
+static int rank_by_cost(const struct loom_plan_args *a, size_t bytes, enum loom_algo *out) {
+  static const enum loom_algo all[] = {LOOM_ALGO_ONESHOT, LOOM_ALGO_TREE, LOOM_ALGO_RD,
+                                       LOOM_ALGO_RHD,     LOOM_ALGO_HIER, LOOM_ALGO_RING};
+  enum { NALL = sizeof all / sizeof all[0] };
+  struct loom_cost_model m;
+  loom_cost_seed(&m, a->topo);
+  double cost[NALL];
+  int k = 0;
+  for (int i = 0; i < NALL; i++) {
+    int runs = loom_algo_runs(a->coll, all[i], a->nranks, a->topo);
+    cost[k] = runs ? loom_cost_allreduce(all[i], a->nranks, a->topo, bytes, &m) : INFINITY;
+    /* insertion by cost, ties kept in the list's order */
+    int j = k++;
+    enum loom_algo x = all[i];
+    double c = cost[j];
+    while (j > 0 && cost[j - 1] > c) {
+      cost[j] = cost[j - 1];
+      out[j] = out[j - 1];
+      j--;
+    }
+    cost[j] = c;
+    out[j] = x;
+  }
+  return k;
+}
+
 /* The tuner's ranking for a call: its choice first, then the others in
  * the order they suit this size (small: latency first; large: bandwidth
  * first).  Fills up to LOOM_ALGO_COUNT entries; returns how many. */
@@ -21,6 +50,8 @@ static int rank_algos(const struct loom_plan_args *a, size_t bytes, enum loom_al
   int pow2 = n > 1 && loom_is_pow2(n);
   switch (a->coll) {
   case LOOM_COLL_ALLREDUCE: {
+    if (a->topo != NULL && a->topo->nnodes > 1)
+      return rank_by_cost(a, bytes, out);
     int small = bytes <= LOOM_PLAN_RD_MAX_BYTES;
     /* the choice: one-shot for a few ranks and small messages, the
      * double binary tree for many ranks on several nodes, recursive

@@ -81,6 +81,31 @@ int loom_algo_parse(const char *spec, unsigned allowed[LOOM_COLL_COUNT], char *e
 /* "tree, ring" for the bits of a mask (into buf). */
 const char *loom_algo_mask_text(unsigned mask, char *buf, size_t len);
 
+/* ---- cost.c: the alpha-beta model the tuner ranks by across nodes ---- */
+/* Defaults, measured on the development machine (shared memory, and TCP
+ * over loopback for the network when no NIC speed is known). */
+#define LOOM_COST_SHM_ALPHA_US 0.25
+#define LOOM_COST_SHM_GBPS 5.0
+#define LOOM_COST_NET_ALPHA_US 20.0
+#define LOOM_COST_NET_GBPS 2.0
+#define LOOM_COST_REDUCE_GBPS 10.0
+#define LOOM_COST_SHM_MSG_US 0.3 /* work per message at each end: the engine */
+#define LOOM_COST_NET_MSG_US 2.0 /* ... and TCP's system calls */
+struct loom_cost_model {
+  double alpha_intra, beta_intra; /* s, s/byte */
+  double alpha_inter, beta_inter;
+  double msg_intra, msg_inter; /* s of work per message at each end */
+  double beta_reduce;          /* s per byte of one operand */
+};
+/* The defaults, with the network's beta from the slowest NIC speed the
+ * topology knows (topo->net_mbps). */
+void loom_cost_seed(struct loom_cost_model *m, const struct loom_topo *t);
+/* Predicted seconds of an all-reduce of `bytes` with `algo` on n ranks of
+ * topology t (NULL: one node); INFINITY for algorithms it has no formula
+ * for.  Whether the algorithm can run is not checked here. */
+double loom_cost_allreduce(enum loom_algo algo, int n, const struct loom_topo *t, size_t bytes,
+                           const struct loom_cost_model *m);
+
 /* ---- tune.c: LOOM_TUNE_FILE (measured choices, see the file's format there) ---- */
 struct loom_tune_entry {
   uint64_t max_bytes; /* covers sizes up to this (above the previous entry) */

@@ -41,6 +41,7 @@ static int group_records(struct loom_topo *t, int nranks, const struct loom_topo
   }
   for (int k = 0; k < t->nnodes; k++)
     t->hw[k] = all[loom_topo_rank_at(t, k, 0)];
+  t->net_mbps = loom_topo_net_mbps(t);
   return 0;
 }
 

@@ -128,6 +128,17 @@ int loom_topo_group(struct loom_topo *t, int nranks, const char *(*hostid)(int r
   return group_by_key(t, nranks, &k);
 }
 
+int loom_topo_net_mbps(const struct loom_topo *t) {
+  int slowest = 0;
+  for (int k = 0; t->hw != NULL && k < t->nnodes; k++)
+    for (int i = 0; i < t->hw[k].nnics && i < LOOM_TOPO_MAX_NICS; i++) {
+      int mbps = t->hw[k].nics[i].speed_mbps;
+      if (mbps > 0 && (slowest == 0 || mbps < slowest))
+        slowest = mbps;
+    }
+  return slowest;
+}
+
 int loom_topo_uniform(const struct loom_topo *t) {
   for (int k = 1; k < t->nnodes; k++)
     if (loom_topo_node_size(t, k) != loom_topo_node_size(t, 0))

@@ -627,6 +627,8 @@ static int build(struct jp *j, struct doc *d, struct loom_topo *t) {
     }
     for (int k = 0; k < d->n && rc == 0; k++)
       t->hw[t->node_of[d->nodes[k].ranks[0]]] = d->nodes[k].hw;
+    if (rc == 0)
+      t->net_mbps = loom_topo_net_mbps(t);
   }
   free(node_id);
   return rc;

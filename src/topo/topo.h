@@ -57,7 +57,10 @@ struct loom_topo {
   int *node_first; /* per node: its first entry in by_node; node_first[nnodes] = nranks */
   int *by_node;    /* the ranks grouped by node: node 0's ranks ascending, then node 1's... */
   struct loom_topo_hw *hw; /* per node (NULL when only the grouping is known) */
+  int net_mbps; /* the slowest known NIC speed of any node (0: none known); set with hw */
 };
+/* The slowest known NIC speed among t's nodes (0: none known). */
+int loom_topo_net_mbps(const struct loom_topo *t);
 
 /* ---- group.c ---- */
 

@@ -6,6 +6,7 @@
 #include "plan/plan.h"
 
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -159,13 +160,16 @@ START_TEST(tuner_with_nodes) {
   ck_assert_int_eq(loom_topo_from_nodes(&two_by_two, 4, id4), 0);
   ck_assert_int_eq(loom_topo_from_nodes(&uneven, 5, id5), 0);
   ck_assert_int_eq(loom_topo_from_nodes(&one_each, 3, id3), 0);
+  /* across nodes the alpha-beta model ranks: latency-bound recursive
+   * doubling for small messages, hierarchical for large ones */
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 4, 8, LOOM_ALGO_AUTO, &two_by_two),
+                   "recursive doubling");
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 4, 16 << 10, LOOM_ALGO_AUTO, &two_by_two),
+                   "recursive doubling");
   ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 4, 1 << 20, LOOM_ALGO_AUTO, &two_by_two),
                    "hierarchical");
-  /* small messages keep their latency algorithms */
-  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 4, 1 << 10, LOOM_ALGO_AUTO, &two_by_two),
-                   "one-shot");
-  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 4, 32 << 10, LOOM_ALGO_AUTO, &two_by_two),
-                   "recursive doubling");
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 4, 64 << 20, LOOM_ALGO_AUTO, &two_by_two),
+                   "hierarchical");
   ck_assert_str_eq(plan_on(LOOM_COLL_ALLGATHER, 4, 1 << 20, LOOM_ALGO_AUTO, &two_by_two),
                    "ring (by node)");
   ck_assert_str_eq(plan_on(LOOM_COLL_REDUCESCATTER, 4, 1 << 20, LOOM_ALGO_AUTO, &two_by_two),
@@ -187,20 +191,32 @@ START_TEST(tuner_with_nodes) {
   ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 3, 8, LOOM_ALGO_TREE, NULL), "one-shot");
   ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 4, 1 << 20, LOOM_ALGO_TREE, &two_by_two),
                    "double binary tree");
-  /* many ranks on several nodes: small messages take the tree */
-  struct loom_topo many;
+  /* many nodes: small messages on a non-power-of-two count take the tree
+   * (one-shot's 2(n-L) network messages per rank cost more), on a power of
+   * two recursive doubling (log2 n latencies against the tree's 2 log2 N) */
+  struct loom_topo many, pow2;
+  int id1000[1000];
+  for (int r = 0; r < 1000; r++)
+    id1000[r] = r / 2;
+  ck_assert_int_eq(loom_topo_from_nodes(&many, 1000, id1000), 0);
+  ck_assert_int_eq(loom_topo_from_nodes(&pow2, 1000, id1000), 0); /* freed below, reused */
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 1000, 8, LOOM_ALGO_AUTO, &many),
+                   "double binary tree");
+  /* large: a bandwidth algorithm (tree and hierarchical are within 20% of
+   * each other in the model at this scale) */
+  const char *big = plan_on(LOOM_COLL_ALLREDUCE, 1000, 256 << 20, LOOM_ALGO_AUTO, &many);
+  ck_assert_msg(strcmp(big, "double binary tree") == 0 || strcmp(big, "hierarchical") == 0,
+                "256 MiB on 500 nodes x 2: %s", big);
+  loom_topo_free(&pow2);
   int id16[16];
   for (int r = 0; r < 16; r++)
     id16[r] = r / 2;
-  ck_assert_int_eq(loom_topo_from_nodes(&many, 16, id16), 0);
-  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 16, 8, LOOM_ALGO_AUTO, &many),
-                   "double binary tree");
-  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 16, 64 << 10, LOOM_ALGO_AUTO, &many),
-                   "double binary tree");
-  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 16, (64 << 10) + 4, LOOM_ALGO_AUTO, &many),
-                   "hierarchical");
+  ck_assert_int_eq(loom_topo_from_nodes(&pow2, 16, id16), 0);
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 16, 8, LOOM_ALGO_AUTO, &pow2),
+                   "recursive doubling");
   ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 16, 8, LOOM_ALGO_AUTO, NULL), "recursive doubling");
   loom_topo_free(&many);
+  loom_topo_free(&pow2);
   loom_topo_free(&two_by_two);
   loom_topo_free(&uneven);
   loom_topo_free(&one_each);
@@ -274,6 +290,40 @@ START_TEST(tune_file_errors) {
 }
 END_TEST
 
+/* The model's formulas on cases with known answers. */
+START_TEST(cost_model) {
+  struct loom_cost_model m = {0, 1e-9, 0, 4e-9, 0, 0, 0}; /* bandwidth only: 1 and 0.25 GB/s */
+  struct loom_topo one_node, two_by_two;
+  int id4a[] = {0, 0, 0, 0}, id4b[] = {0, 0, 1, 1};
+  ck_assert_int_eq(loom_topo_from_nodes(&one_node, 4, id4a), 0);
+  ck_assert_int_eq(loom_topo_from_nodes(&two_by_two, 4, id4b), 0);
+  double S = 1 << 20;
+#define NEAR(x, want) ck_assert_msg(fabs((x) - (want)) < 1e-12 + 1e-9 * (want), "%g != %g", (x), (want))
+  /* ring: 2(n-1)/n of the data over the slowest link */
+  NEAR(loom_cost_allreduce(LOOM_ALGO_RING, 4, &one_node, S, &m), 1.5 * S * 1e-9);
+  NEAR(loom_cost_allreduce(LOOM_ALGO_RING, 4, &two_by_two, S, &m), 1.5 * S * 4e-9);
+  /* recursive doubling: the whole buffer per step; across nodes both ranks
+   * of a node share its NIC */
+  NEAR(loom_cost_allreduce(LOOM_ALGO_RD, 4, &one_node, S, &m), 2 * S * 1e-9);
+  NEAR(loom_cost_allreduce(LOOM_ALGO_RD, 4, &two_by_two, S, &m), S * 1e-9 + 2 * S * 4e-9);
+  /* hierarchical: 2(L-1)/L inside, 2(N-1)/N across */
+  NEAR(loom_cost_allreduce(LOOM_ALGO_HIER, 4, &two_by_two, S, &m), S * 1e-9 + S * 4e-9);
+  ck_assert(loom_cost_allreduce(LOOM_ALGO_RING, 1, NULL, S, &m) == 0);
+  /* latency only: the tree's depth over 8 nodes is 3 edges, each way */
+  struct loom_cost_model lat = {0, 0, 1e-6, 0, 0, 0, 0};
+  struct loom_topo eight;
+  int id8[] = {0, 1, 2, 3, 4, 5, 6, 7};
+  ck_assert_int_eq(loom_topo_from_nodes(&eight, 8, id8), 0);
+  NEAR(loom_cost_allreduce(LOOM_ALGO_TREE, 8, &eight, 8, &lat), 6e-6);
+  NEAR(loom_cost_allreduce(LOOM_ALGO_RING, 8, &eight, 8, &lat), 14e-6);
+  NEAR(loom_cost_allreduce(LOOM_ALGO_RD, 8, &eight, 8, &lat), 3e-6);
+#undef NEAR
+  loom_topo_free(&one_node);
+  loom_topo_free(&two_by_two);
+  loom_topo_free(&eight);
+}
+END_TEST
+
 START_TEST(runs_and_names) {
   ck_assert(loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_RD, 8, NULL));
   ck_assert(!loom_algo_runs(LOOM_COLL_ALLREDUCE, LOOM_ALGO_RD, 6, NULL));
@@ -294,6 +344,7 @@ int main(void) {
   tcase_add_test(tc, mask_text);
   tcase_add_test(tc, tune_file);
   tcase_add_test(tc, tune_file_errors);
+  tcase_add_test(tc, cost_model);
   tcase_add_test(tc, tuner_allreduce);
   tcase_add_test(tc, tuner_forced_and_fallback);
   tcase_add_test(tc, tuner_with_nodes);

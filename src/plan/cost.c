@@ -1,0 +1,91 @@
+/*
+ * cost.c — the tuner's alpha-beta model: a closed-form time for each
+ * all-reduce algorithm on a topology, used to rank them when a call spans
+ * several nodes (on one node the measured thresholds of plan.c stand).
+ *
+ * A message of B bytes over a level costs alpha + B * beta plus the work
+ * of sending and receiving it (the engine's, and the system calls of TCP);
+ * reductions cost bytes / reduce bandwidth.  Rings are as slow as their
+ * slowest link (inter-node once the ring spans nodes); the L ranks of a
+ * node share its NIC.  Nodes are taken as equal
+ * (the largest node stands for all), and power-of-two partners at a
+ * distance of at least L ranks are taken to be on other nodes (ranks of a
+ * node numbered together).  loom-sim (src/sim) runs the real schedules
+ * through a discrete-event model instead; docs/simulator.md compares the
+ * two kinds of prediction with measured runs.
+ */
+#include "plan/plan.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+void loom_cost_seed(struct loom_cost_model *m, const struct loom_topo *t) {
+  m->alpha_intra = LOOM_COST_SHM_ALPHA_US * 1e-6;
+  m->beta_intra = 1.0 / (LOOM_COST_SHM_GBPS * 1e9);
+  m->alpha_inter = LOOM_COST_NET_ALPHA_US * 1e-6;
+  m->beta_inter = 1.0 / (LOOM_COST_NET_GBPS * 1e9);
+  m->beta_reduce = 1.0 / (LOOM_COST_REDUCE_GBPS * 1e9);
+  m->msg_intra = LOOM_COST_SHM_MSG_US * 1e-6;
+  m->msg_inter = LOOM_COST_NET_MSG_US * 1e-6;
+  if (t != NULL && t->net_mbps > 0)
+    m->beta_inter = 8.0 / ((double)t->net_mbps * 1e6);
+}
+
+static int largest_node(const struct loom_topo *t) {
+  int l = 1;
+  for (int k = 0; t != NULL && k < t->nnodes; k++)
+    if (loom_topo_node_size(t, k) > l)
+      l = loom_topo_node_size(t, k);
+  return l;
+}
+
+double loom_cost_allreduce(enum loom_algo algo, int n, const struct loom_topo *t, size_t bytes,
+                           const struct loom_cost_model *m) {
+  double S = (double)bytes, red = m->beta_reduce;
+  int N = t != NULL && t->nnodes > 0 ? t->nnodes : 1, L = N > 1 ? largest_node(t) : n;
+  /* per level: latency, per-message engine/system work, seconds per byte */
+  double ai = m->alpha_intra, oi = m->msg_intra, bi = m->beta_intra;
+  double an = N > 1 ? m->alpha_inter : ai, on = N > 1 ? m->msg_inter : oi;
+  double bn = N > 1 ? m->beta_inter : bi;
+  double amax = an > ai ? an : ai, omax = on > oi ? on : oi, bmax = bn > bi ? bn : bi;
+  if (n <= 1)
+    return 0;
+  switch (algo) {
+  case LOOM_ALGO_RING: /* node-ordered: each node boundary is one link, not shared */
+    return 2.0 * (n - 1) * (amax + omax) + 2.0 * (n - 1) / n * S * bmax +
+           (double)(n - 1) / n * S * red;
+  case LOOM_ALGO_RD: { /* partners d >= L apart are on other nodes: all L ranks cross at once */
+    double T = 0;
+    for (int d = 1; d < n; d *= 2)
+      T += d >= L ? an + on + S * bn * L + S * red : ai + oi + S * bi + S * red;
+    return T;
+  }
+  case LOOM_ALGO_RHD: {
+    double T = 0, part = S / 2;
+    for (int d = n / 2; d >= 1; d /= 2, part /= 2) /* halving, then doubling back */
+      T += 2.0 * (d >= L ? an + on + part * bn * L : ai + oi + part * bi) + part * red;
+    return T;
+  }
+  case LOOM_ALGO_ONESHOT: {
+    /* n-1 copies per rank: L-1 inside its node, n-L through the NIC it
+     * shares with L-1 others; each network message costs both ends */
+    double nic = (double)L * (n - L) * S * bn, local = (L - 1) * S * bi;
+    return amax + (L - 1) * oi + 2.0 * (n - L) * on + (nic > local ? nic : local) +
+           (n - 1) * S * red;
+  }
+  case LOOM_ALGO_TREE: {
+    int depth = 0; /* edges from the heap's root to its deepest node */
+    while ((2 << depth) <= N)
+      depth++;
+    /* up and down; inner ranks move about twice the data of a ring's */
+    return 2.0 * (depth * (an + on) + (L - 1) * (ai + oi)) + 2.0 * S * bmax + S * red;
+  }
+  case LOOM_ALGO_HIER: {
+    double intra = 2.0 * (L - 1) * (ai + oi + S / L * bi);
+    double inter = 2.0 * (N - 1) * (an + on + S / N * bn); /* L rings share the NIC */
+    return intra + inter + (double)(L - 1) / L * S * red + (double)(N - 1) / N * S / L * red;
+  }
+  default:
+    return INFINITY;
+  }
+}

@@ -31,18 +31,10 @@ void loom_cost_seed(struct loom_cost_model *m, const struct loom_topo *t) {
     m->beta_inter = 8.0 / ((double)t->net_mbps * 1e6);
 }
 
-static int largest_node(const struct loom_topo *t) {
-  int l = 1;
-  for (int k = 0; t != NULL && k < t->nnodes; k++)
-    if (loom_topo_node_size(t, k) > l)
-      l = loom_topo_node_size(t, k);
-  return l;
-}
-
 double loom_cost_allreduce(enum loom_algo algo, int n, const struct loom_topo *t, size_t bytes,
                            const struct loom_cost_model *m) {
   double S = (double)bytes, red = m->beta_reduce;
-  int N = t != NULL && t->nnodes > 0 ? t->nnodes : 1, L = N > 1 ? largest_node(t) : n;
+  int N = t != NULL && t->nnodes > 0 ? t->nnodes : 1, L = N > 1 ? t->max_node_size : n;
   /* per level: latency, per-message engine/system work, seconds per byte */
   double ai = m->alpha_intra, oi = m->msg_intra, bi = m->beta_intra;
   double an = N > 1 ? m->alpha_inter : ai, on = N > 1 ? m->msg_inter : oi;
@@ -61,8 +53,8 @@ double loom_cost_allreduce(enum loom_algo algo, int n, const struct loom_topo *t
     return T;
   }
   case LOOM_ALGO_RHD: {
-    double T = 0, part = S / 2;
-    for (int d = n / 2; d >= 1; d /= 2, part /= 2) /* halving, then doubling back */
+    double T = 0, part = S / 2; /* near partners first: the large halves stay in the node */
+    for (int d = 1; d < n; d *= 2, part /= 2) /* halving, then doubling back */
       T += 2.0 * (d >= L ? an + on + part * bn * L : ai + oi + part * bi) + part * red;
     return T;
   }
@@ -77,8 +69,10 @@ double loom_cost_allreduce(enum loom_algo algo, int n, const struct loom_topo *t
     int depth = 0; /* edges from the heap's root to its deepest node */
     while ((2 << depth) <= N)
       depth++;
-    /* up and down; inner ranks move about twice the data of a ring's */
-    return 2.0 * (depth * (an + on) + (L - 1) * (ai + oi)) + 2.0 * S * bmax + S * red;
+    /* up and down; a rank takes in all of one child's half before the
+     * next child's (receives complete in posting order), so each level of
+     * the heap and of the node's chain adds a whole half-buffer time */
+    return 2.0 * (depth * (an + on) + (L - 1) * (ai + oi)) + (depth + L) * S * bmax + S * red;
   }
   case LOOM_ALGO_HIER: {
     double intra = 2.0 * (L - 1) * (ai + oi + S / L * bi);

@@ -17,8 +17,10 @@ const char *loom_coll_name(enum loom_coll coll) {
 /* Across nodes: all-reduce algorithms cheapest first by the alpha-beta
  * model (cost.c), those that cannot run here last. */
 static int rank_by_cost(const struct loom_plan_args *a, size_t bytes, enum loom_algo *out) {
+  /* ties go to the earlier: hierarchical before halving-doubling, whose
+   * steps each wait for all of the previous one */
   static const enum loom_algo all[] = {LOOM_ALGO_ONESHOT, LOOM_ALGO_TREE, LOOM_ALGO_RD,
-                                       LOOM_ALGO_RHD,     LOOM_ALGO_HIER, LOOM_ALGO_RING};
+                                       LOOM_ALGO_HIER,    LOOM_ALGO_RHD,  LOOM_ALGO_RING};
   enum { NALL = sizeof all / sizeof all[0] };
   struct loom_cost_model m;
   loom_cost_seed(&m, a->topo);

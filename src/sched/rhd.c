@@ -26,12 +26,18 @@ void loom_rhd_allreduce(int rank, int nranks, size_t count, struct loom_schedule
     loom_sched_copy_whole(s, count);
     return;
   }
-  int lo = 0, hi = n; /* the blocks this rank still reduces */
-  for (int d = n / 2; d >= 1; d /= 2) {
-    int peer = rank ^ d, mid = lo + d;
-    int keep_lo = (rank & d) ? mid : lo, keep_hi = (rank & d) ? hi : mid;
-    int give_lo = (rank & d) ? lo : mid, give_hi = (rank & d) ? mid : hi;
-    int first = d == n / 2;
+  /* the range of blocks this rank holds before each step: halving keeps
+   * the lower or upper half by bit k of the rank */
+  int lo_at[32], hi_at[32], steps = 0;
+  int lo = 0, hi = n;
+  for (int d = 1; d < n; d *= 2, steps++) {
+    int peer = rank ^ d, mid = lo + (hi - lo) / 2;
+    int upper = (rank & d) != 0;
+    int keep_lo = upper ? mid : lo, keep_hi = upper ? hi : mid;
+    int give_lo = upper ? lo : mid, give_hi = upper ? mid : hi;
+    int first = d == 1;
+    lo_at[steps] = lo;
+    hi_at[steps] = hi;
     struct loom_step *p = loom_sched_add(s);
     p->send_peer = peer;
     p->send_buf = first ? LOOM_BUF_SEND : LOOM_BUF_RECV;
@@ -45,21 +51,15 @@ void loom_rhd_allreduce(int rank, int nranks, size_t count, struct loom_schedule
     p->mine_buf = first ? LOOM_BUF_SEND : LOOM_BUF_RECV;
     p->mine_off = p->recv_off;
     p->recv_first = peer < rank;
-    p->finalize = d == 1;
+    p->finalize = 2 * d == n;
     lo = keep_lo;
     hi = keep_hi;
   }
-  /* lo == rank: gather the other blocks back, doubling */
-  for (int d = 1; d < n; d *= 2) {
-    int peer = rank ^ d;
-    int plo, phi; /* the partner's range, as large as ours */
-    if ((rank & d) == 0) { /* above ours */
-      plo = hi;
-      phi = hi + (hi - lo);
-    } else {
-      plo = lo - (hi - lo);
-      phi = lo;
-    }
+  /* one block left; gather back, the same pairs in reverse: the partner
+   * holds the other half of the range both held before that step */
+  for (int k = steps - 1; k >= 0; k--) {
+    int d = 1 << k, peer = rank ^ d;
+    int plo = lo == lo_at[k] ? hi : lo_at[k], phi = lo == lo_at[k] ? hi_at[k] : lo;
     struct loom_step *p = loom_sched_add(s);
     p->send_peer = peer;
     p->send_buf = LOOM_BUF_RECV;
@@ -70,7 +70,7 @@ void loom_rhd_allreduce(int rank, int nranks, size_t count, struct loom_schedule
     p->recv_op = LOOM_RECV_COPY;
     p->recv_buf = LOOM_BUF_RECV;
     blocks(count, n, plo, phi, &p->recv_off, &p->recv_count);
-    lo = plo < lo ? plo : lo;
-    hi = phi > hi ? phi : hi;
+    lo = lo_at[k];
+    hi = hi_at[k];
   }
 }

@@ -42,6 +42,13 @@ static void fill_from_node_of(struct loom_topo *t) {
   for (int k = 0; k < m; k++)
     for (int i = t->node_first[k]; i < t->node_first[k + 1]; i++)
       t->local_of[t->by_node[i]] = i - t->node_first[k];
+  t->max_node_size = 0;
+  t->min_node_size = n;
+  for (int k = 0; k < m; k++) {
+    int size = t->node_first[k + 1] - t->node_first[k];
+    t->max_node_size = size > t->max_node_size ? size : t->max_node_size;
+    t->min_node_size = size < t->min_node_size ? size : t->min_node_size;
+  }
 }
 
 /* Orders ranks by a key, ties by rank. */
@@ -137,13 +144,6 @@ int loom_topo_net_mbps(const struct loom_topo *t) {
         slowest = mbps;
     }
   return slowest;
-}
-
-int loom_topo_uniform(const struct loom_topo *t) {
-  for (int k = 1; k < t->nnodes; k++)
-    if (loom_topo_node_size(t, k) != loom_topo_node_size(t, 0))
-      return 0;
-  return 1;
 }
 
 void loom_topo_free(struct loom_topo *t) {

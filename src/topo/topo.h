@@ -58,6 +58,7 @@ struct loom_topo {
   int *by_node;    /* the ranks grouped by node: node 0's ranks ascending, then node 1's... */
   struct loom_topo_hw *hw; /* per node (NULL when only the grouping is known) */
   int net_mbps; /* the slowest known NIC speed of any node (0: none known); set with hw */
+  int max_node_size, min_node_size; /* set with the grouping: the planner asks per call */
 };
 /* The slowest known NIC speed among t's nodes (0: none known). */
 int loom_topo_net_mbps(const struct loom_topo *t);
@@ -81,8 +82,10 @@ static inline int loom_topo_node_size(const struct loom_topo *t, int node) {
 static inline int loom_topo_rank_at(const struct loom_topo *t, int node, int local) {
   return t->by_node[t->node_first[node] + local];
 }
-/* Whether every node has the same number of ranks. */
-int loom_topo_uniform(const struct loom_topo *t);
+/* Whether every node has the same number of ranks (O(1)). */
+static inline int loom_topo_uniform(const struct loom_topo *t) {
+  return t->max_node_size == t->min_node_size;
+}
 /* Frees what loom_topo_group / _from_nodes / the loaders allocated. */
 void loom_topo_free(struct loom_topo *t);
 

@@ -69,10 +69,15 @@ double loom_cost_allreduce(enum loom_algo algo, int n, const struct loom_topo *t
     int depth = 0; /* edges from the heap's root to its deepest node */
     while ((2 << depth) <= N)
       depth++;
-    /* up and down; a rank takes in all of one child's half before the
+    /* up and down; a rank takes in all of one child's part before the
      * next child's (receives complete in posting order), so each level of
-     * the heap and of the node's chain adds a whole half-buffer time */
-    return 2.0 * (depth * (an + on) + (L - 1) * (ai + oi)) + (depth + L) * S * bmax + S * red;
+     * the heap and of the node's chain adds a whole part's time: the half
+     * buffer, or a quarter of it once halves go in segments (float32) */
+    int segs = bytes >= (size_t)2 * LOOM_TREE_SEGMENTS * LOOM_TREE_SEGMENT_MIN * 4
+                   ? LOOM_TREE_SEGMENTS
+                   : 1;
+    return 2.0 * (depth * (an + on) + (L - 1) * (ai + oi)) +
+           (1.0 + (double)(depth + L - 1) / segs) * S * bmax + S * red;
   }
   case LOOM_ALGO_HIER: {
     double intra = 2.0 * (L - 1) * (ai + oi + S / L * bi);

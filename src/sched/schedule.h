@@ -82,9 +82,14 @@ struct loom_schedule {
   struct loom_fold fold;
 };
 
+/* The double binary tree sends halves of at least this many elements per
+ * tree in LOOM_TREE_SEGMENTS segments (pipelined across its levels). */
+#define LOOM_TREE_SEGMENTS 4
+#define LOOM_TREE_SEGMENT_MIN 4096
 /* Steps any builder below needs for nranks (p2p batches: one per call);
- * the double binary tree needs up to 16 whatever the rank count. */
-#define LOOM_SCHED_MAX_STEPS(nranks) (2 * (nranks) + 16)
+ * the double binary tree needs up to 16 per segment whatever the rank
+ * count. */
+#define LOOM_SCHED_MAX_STEPS(nranks) (2 * (nranks) + 16 * LOOM_TREE_SEGMENTS)
 
 /* Empties s (keeping its step storage). */
 void loom_sched_reset(struct loom_schedule *s);
@@ -160,7 +165,8 @@ void loom_hier_allreduce(int rank, const struct loom_hier *h, size_t count,
 void loom_dbtree_links(const struct loom_topo *t, int tree, int rank, int *parent,
                        int children[3], int *nchildren);
 /* All-reduce on the two trees of t, each carrying half of the data: reduce
- * up, broadcast down, pipelined slice by slice.  At most 16 steps. */
+ * up, broadcast down, in segments for large halves.  At most 16 steps per
+ * segment. */
 void loom_dbtree_allreduce(int rank, const struct loom_topo *t, size_t count,
                            struct loom_schedule *s);
 

@@ -96,14 +96,28 @@ void loom_dbtree_allreduce(int rank, const struct loom_topo *t, size_t count,
   size_t half = count / 2;
   size_t off[2] = {0, half}, cnt[2] = {half, count - half};
   struct links ln[2];
-  int last[2];
   for (int tr = 0; tr < 2; tr++)
     loom_dbtree_links(t, tr, rank, &ln[tr].parent, ln[tr].children, &ln[tr].nchildren);
-  /* Both trees' reduce halves, then both broadcast halves, so that neither
-   * tree waits for the other.  An empty half adds no steps. */
-  for (int tr = 0; tr < 2; tr++)
-    last[tr] = cnt[tr] > 0 ? reduce_up(&ln[tr], off[tr], cnt[tr], s) : -1;
-  for (int tr = 0; tr < 2; tr++)
-    if (cnt[tr] > 0)
-      broadcast_down(&ln[tr], last[tr], off[tr], cnt[tr], s);
+  /* Large halves go up and down in segments: a rank takes in its
+   * children's data in posting order, so with whole halves every level of
+   * the tree would add a whole half-buffer time; with segments a level
+   * forwards segment k while its children reduce segment k+1. */
+  int nseg = cnt[0] >= LOOM_TREE_SEGMENT_MIN * LOOM_TREE_SEGMENTS ? LOOM_TREE_SEGMENTS : 1;
+  int last[2][LOOM_TREE_SEGMENTS];
+  /* All reduce steps (segment by segment, both trees), then all broadcast
+   * steps, so that neither tree waits for the other.  Empty parts add no
+   * steps. */
+  for (int k = 0; k < nseg; k++)
+    for (int tr = 0; tr < 2; tr++) {
+      size_t so, sc;
+      loom_sched_block(cnt[tr], nseg, k, &so, &sc);
+      last[tr][k] = sc > 0 ? reduce_up(&ln[tr], off[tr] + so, sc, s) : -1;
+    }
+  for (int k = 0; k < nseg; k++)
+    for (int tr = 0; tr < 2; tr++) {
+      size_t so, sc;
+      loom_sched_block(cnt[tr], nseg, k, &so, &sc);
+      if (sc > 0)
+        broadcast_down(&ln[tr], last[tr][k], off[tr] + so, sc, s);
+    }
 }

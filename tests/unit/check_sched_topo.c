@@ -162,6 +162,32 @@ START_TEST(rhd_allreduce_powers_of_two) {
 }
 END_TEST
 
+/* Large halves go in LOOM_TREE_SEGMENTS segments: shapes with inner
+ * ranks of 1-3 children, counts just at and above the threshold. */
+START_TEST(dbtree_segments) {
+  size_t big = (size_t)2 * LOOM_TREE_SEGMENT_MIN * LOOM_TREE_SEGMENTS;
+  size_t counts[] = {big, big + 7};
+  int shapes[][2] = {{2, 1}, {3, 2}, {5, 1}, {4, 2}};
+  for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+    uniform_shape(shapes[si][0], shapes[si][1], si % 2);
+    int n = shapes[si][0] * shapes[si][1];
+    for (size_t ci = 0; ci < 2; ci++)
+      for (int ip = 0; ip < 2; ip++) {
+        run(RING_AR, n, counts[ci], SL_WHOLE, ip, dbtree_builder, "double binary tree, segments");
+        run(RING_AR, n, counts[ci], SL_THIRD, ip, dbtree_builder, "double binary tree, segments");
+      }
+  }
+  /* the segments are really there: 4 per tree on a leaf of both trees' chain */
+  uniform_shape(2, 1, 0);
+  struct loom_step steps[LOOM_SCHED_MAX_STEPS(2)];
+  struct loom_schedule sch = {0, LOOM_SCHED_MAX_STEPS(2), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}};
+  loom_dbtree_allreduce(1, &shape, big, &sch);
+  ck_assert_int_eq(sch.nsteps, 4 * LOOM_TREE_SEGMENTS); /* up+down per tree per segment */
+  loom_dbtree_allreduce(1, &shape, big - 2, &sch);
+  ck_assert_int_eq(sch.nsteps, 4); /* below the threshold: whole halves */
+}
+END_TEST
+
 /* A node's first rank is an inner node of at most one tree when there are
  * enough nodes, and the two trees have different roots. */
 START_TEST(dbtree_shape) {
@@ -214,6 +240,7 @@ int main(void) {
   tcase_add_test(tc, ordered_ring_crosses_nodes_rarely);
   tcase_add_test(tc, hier_allreduce_every_shape);
   tcase_add_test(tc, dbtree_shape);
+  tcase_add_test(tc, dbtree_segments);
   tcase_add_test(tc, rhd_allreduce_powers_of_two);
   tcase_add_test(tc, dbtree_allreduce_every_shape);
   tcase_add_test(tc, ordered_rings_every_count);

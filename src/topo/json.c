@@ -294,26 +294,36 @@ static int parse_i32(struct jp *j, int32_t *out, int32_t min, const char *what) 
   return 0;
 }
 
-/* Walks an object's members: call with *count = 0 after '{'; returns 1
- * with the next member's name in key (the ':' consumed), 0 after the
- * closing '}', -1 on error. */
-static int next_member(struct jp *j, int *count, char *key, size_t keycap, const char *what) {
+/* Between the entries of an object or array (close is '}' or ']'): 0
+ * after the closing bracket (consumed), 1 when an entry follows (the ','
+ * before it consumed), -1 on error.  *count: entries read so far. */
+static int next_entry(struct jp *j, int count, char close, const char *kind, const char *what) {
   skip_ws(j);
-  if (j->p < j->end && *j->p == '}') {
+  if (j->p < j->end && *j->p == close) {
     j->p++;
     return 0;
   }
-  if (*count > 0) {
+  if (count > 0) {
     if (j->p >= j->end || *j->p != ',') {
       char buf[16];
-      return fail(j, "expected ',' or '}' after a member of %s, found %s", what,
+      return fail(j, "expected ',' or '%c' after %s of %s, found %s", close, kind, what,
                   found(j, buf, sizeof buf));
     }
     j->p++;
     skip_ws(j);
-    if (j->p < j->end && *j->p == '}')
+    if (j->p < j->end && *j->p == close)
       return fail(j, "trailing ',' in %s", what);
   }
+  return 1;
+}
+
+/* Walks an object's members: call with *count = 0 after '{'; returns 1
+ * with the next member's name in key (the ':' consumed), 0 after the
+ * closing '}', -1 on error. */
+static int next_member(struct jp *j, int *count, char *key, size_t keycap, const char *what) {
+  int more = next_entry(j, *count, '}', "a member", what);
+  if (more <= 0)
+    return more;
   char ctx[CTX_BYTES];
   snprintf(ctx, sizeof ctx, "member name in %.100s", what);
   if (parse_string(j, key, keycap, ctx) != 0)
@@ -325,24 +335,10 @@ static int next_member(struct jp *j, int *count, char *key, size_t keycap, const
 
 /* The same for an array's items: 1 when an item follows, 0 after ']'. */
 static int next_item(struct jp *j, int *count, const char *what) {
-  skip_ws(j);
-  if (j->p < j->end && *j->p == ']') {
-    j->p++;
-    return 0;
-  }
-  if (*count > 0) {
-    if (j->p >= j->end || *j->p != ',') {
-      char buf[16];
-      return fail(j, "expected ',' or ']' after an item of %s, found %s", what,
-                  found(j, buf, sizeof buf));
-    }
-    j->p++;
-    skip_ws(j);
-    if (j->p < j->end && *j->p == ']')
-      return fail(j, "trailing ',' in %s", what);
-  }
-  (*count)++;
-  return 1;
+  int more = next_entry(j, *count, ']', "an item", what);
+  if (more == 1)
+    (*count)++;
+  return more;
 }
 
 /* Which of an object's members were seen, by index in its name list. */

@@ -75,7 +75,7 @@ void loom_comm_topo_report(loomComm_t comm) {
   size_t o = 0;
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     struct loom_schedule s = {0, comm->sched_cap, comm->sched_steps, {0, 0, 0, 0, 0}, 0,
-                              {0, 0, 0, 0}};
+                              {0, 0, 0, 0}, 0};
     struct loom_plan_args pa = {LOOM_COLL_ALLREDUCE,
                                 comm->rank,
                                 comm->nranks,
@@ -88,9 +88,12 @@ void loom_comm_topo_report(loomComm_t comm) {
                                 NULL,
                                 NULL,
                                 NULL,
-                                NULL};
-    o += (size_t)snprintf(choice + o, sizeof choice - o, "%s%s %s", i ? ", " : "",
-                          size_names[i], loom_plan(&pa, &s));
+                                NULL,
+                                comm->proto[LOOM_COLL_ALLREDUCE],
+                                comm->engine.chunk_bytes};
+    const char *name = loom_plan(&pa, &s);
+    o += (size_t)snprintf(choice + o, sizeof choice - o, "%s%s %s%s", i ? ", " : "",
+                          size_names[i], name, s.slice_bytes != 0 ? " (LL)" : "");
     if (o >= sizeof choice)
       break;
   }

@@ -79,7 +79,9 @@ loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
                               comm->topo.nnodes > 0 ? &comm->topo : NULL,
                               comm->tune.nentries > 0 ? &comm->tune : NULL,
                               NULL,    NULL,
-                              NULL,    NULL};
+                              NULL,    NULL,
+                              comm->proto[coll],
+                              comm->engine.chunk_bytes};
   size_t *v = c->v, *owned = NULL;
   if (c->coll == LOOM_COLL_ALLTOALL) {
     v = owned = alltoall_arrays(n, count);
@@ -93,7 +95,7 @@ loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
     pa.recvcounts = v + 2 * n;
     pa.rdispls = v + 3 * n;
   }
-  struct loom_schedule s = {0, comm->sched_cap, comm->sched_steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}};
+  struct loom_schedule s = {0, comm->sched_cap, comm->sched_steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}, 0};
   const char *algo = loom_plan(&pa, &s);
   free(owned);
   LOOM_CHECK(loom_comm_grow(&comm->scratch, &comm->scratch_bytes, s.scratch_count * esize));
@@ -104,8 +106,8 @@ loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
                                      : LOOM_FP_NO_OP,
                is_rooted(c->coll) ? c->root : LOOM_FP_NO_ROOT,
                c->coll == LOOM_COLL_ALLTOALLV || c->coll == LOOM_COLL_BARRIER ? 0 : count, seq);
-  LOOM_TRACE(LOOM_LOG_COLL, "%s count %zu %s: %s, %d steps", eop.name, count,
-             loom_datatype_name(dt), algo, s.nsteps);
+  LOOM_TRACE(LOOM_LOG_COLL, "%s count %zu %s: %s%s, %d steps", eop.name, count,
+             loom_datatype_name(dt), algo, s.slice_bytes != 0 ? " (LL)" : "", s.nsteps);
   return loom_engine_run(&comm->engine, &eop);
 }
 
@@ -151,7 +153,7 @@ static loomResult_t run_sendrecv(loomComm_t comm, struct loom_call *calls, const
   if (bufs == NULL)
     return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (send/recv batch)");
   bufs[LOOM_BUF_SEND] = bufs[LOOM_BUF_RECV] = bufs[LOOM_BUF_SCRATCH] = NULL;
-  struct loom_schedule s = {0, comm->sched_cap, comm->sched_steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}};
+  struct loom_schedule s = {0, comm->sched_cap, comm->sched_steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}, 0};
   for (int j = 0; j < m; j++) {
     const struct loom_call *c = &calls[idx[j]];
     size_t bytes = c->count * loom_datatype_size(c->datatype);

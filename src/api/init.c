@@ -288,8 +288,11 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   int blocking, timeout_ms;
   const char *name;
   LOOM_CHECK(loom_read_config(config, &blocking, &timeout_ms, &name));
-  unsigned algo[LOOM_COLL_COUNT];
+  unsigned algo[LOOM_COLL_COUNT], proto[LOOM_COLL_COUNT];
   LOOM_CHECK(read_algo(config, algo));
+  char proto_err[256];
+  if (loom_proto_parse(loom_param_str(LOOM_PARAM_PROTO), proto, proto_err, sizeof proto_err) != 0)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomCommInitRank: %s", proto_err);
   loomComm_t comm = calloc(1, sizeof *comm);
   if (comm == NULL || (comm->conns = calloc((size_t)nranks, sizeof(void *))) == NULL ||
       (comm->sched_steps = malloc(sizeof(struct loom_step) *
@@ -303,6 +306,7 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   comm->sched_cap = LOOM_SCHED_MAX_STEPS(nranks);
   comm->bucket_bytes = (size_t)loom_param_int(LOOM_PARAM_BUCKET_BYTES);
   memcpy(comm->algo, algo, sizeof comm->algo);
+  memcpy(comm->proto, proto, sizeof comm->proto);
   comm->rank = rank;
   comm->nranks = nranks;
   comm->timeout_ms = timeout_ms;

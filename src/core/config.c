@@ -86,6 +86,13 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          "(recursive doubling), rhd (halving-doubling), oneshot, tree (double binary tree "
          "for allreduce, binomial for broadcast/reduce), chain, hier (hierarchical); when "
          "none allowed can run here the tuner chooses (WARN at init)"},
+    [LOOM_PARAM_PROTO] =
+        {"LOOM_PROTO", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "limit the protocols the tuner may pick, NCCL_PROTO's syntax (as LOOM_ALGO): "
+         "LL (16 KiB pipeline slices: data forwarded down chains and trees moves on "
+         "sooner) or Simple (LOOM_CHUNK_BYTES slices: fewest messages), e.g. \"LL\", "
+         "\"^LL\", \"broadcast:LL\"; the tuner uses LL only for chains and trees whose "
+         "ranks each have a core"},
     [LOOM_PARAM_HOSTID] =
         {"LOOM_HOSTID", LOOM_PARAM_T_STRING, NULL, 0, 0,
          "node identity (at most 63 bytes): ranks with the same value are one node "

@@ -679,7 +679,7 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
   r.copy_left = 0;
   r.notice_fd_busy = 0;
   r.esize = loom_datatype_size(op->datatype);
-  r.slice_elems = e->chunk_bytes / r.esize;
+  r.slice_elems = (s->slice_bytes != 0 ? s->slice_bytes : e->chunk_bytes) / r.esize;
   if (r.slice_elems == 0)
     r.slice_elems = 1;
   const struct loom_local_copy *c = &s->copy;

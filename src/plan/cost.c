@@ -88,3 +88,16 @@ double loom_cost_allreduce(enum loom_algo algo, int n, const struct loom_topo *t
     return INFINITY;
   }
 }
+
+double loom_cost_pipeline(int depth, size_t bytes, size_t slice_bytes, const struct loom_topo *t,
+                          const struct loom_cost_model *m) {
+  int several = t != NULL && t->nnodes > 1;
+  double a = several && m->alpha_inter > m->alpha_intra ? m->alpha_inter : m->alpha_intra;
+  double o = several && m->msg_inter > m->msg_intra ? m->msg_inter : m->msg_intra;
+  double b = several && m->beta_inter > m->beta_intra ? m->beta_inter : m->beta_intra;
+  if (depth < 1 || bytes == 0)
+    return 0;
+  size_t slice = slice_bytes < bytes ? slice_bytes : bytes;
+  double slices = ceil((double)bytes / (double)slice);
+  return (depth + slices - 1) * (a + o + (double)slice * b);
+}

@@ -122,13 +122,65 @@ static enum loom_algo choose(const struct loom_plan_args *a, size_t bytes) {
   return LOOM_ALGO_RING;
 }
 
+/* Hops a piece of data is forwarded through, and the bytes of each hop's
+ * message, for the algorithms that forward whole blocks down a path
+ * (chains and trees); 0 for the others, whose links stay busy whatever
+ * the slice (rings, halving-doubling, one-shot, hierarchical). */
+static int pipeline_depth(const struct loom_plan_args *a, enum loom_algo algo, size_t bytes,
+                          size_t *part) {
+  int n = a->nranks, depth = 0;
+  *part = bytes;
+  if (a->coll == LOOM_COLL_BROADCAST || a->coll == LOOM_COLL_REDUCE) {
+    if (algo == LOOM_ALGO_CHAIN)
+      return n - 1;
+    while ((1 << depth) < n)
+      depth++;
+    return depth;
+  }
+  if (a->coll == LOOM_COLL_ALLREDUCE && algo == LOOM_ALGO_TREE && a->topo != NULL) {
+    int N = a->topo->nnodes, L = a->topo->max_node_size;
+    while ((2 << depth) <= N)
+      depth++;
+    *part = bytes / 2 >= (size_t)LOOM_TREE_SEGMENTS * LOOM_TREE_SEGMENT_MIN * a->elem_size
+                ? bytes / 2 / LOOM_TREE_SEGMENTS
+                : bytes / 2;
+    return 2 * (depth + L - 1);
+  }
+  return 0;
+}
+
+/* LL or Simple: what LOOM_PROTO allows, else the cheaper by the pipeline
+ * model; Simple where data is not forwarded down a path, and where a node
+ * has more ranks than cores (the pipeline's ranks cannot all run at once:
+ * 16 KiB slices made a 4-rank chain broadcast 1.3-1.6x slower on 2 cores). */
+static enum loom_proto choose_proto(const struct loom_plan_args *a, enum loom_algo algo,
+                                    size_t bytes) {
+  unsigned ll = 1u << LOOM_PROTO_LL, simple = 1u << LOOM_PROTO_SIMPLE;
+  if (a->proto_allowed == ll)
+    return LOOM_PROTO_LL;
+  if (a->proto_allowed == simple)
+    return LOOM_PROTO_SIMPLE;
+  size_t part, chunk = a->chunk_bytes != 0 ? a->chunk_bytes : (size_t)512 << 10;
+  int depth = pipeline_depth(a, algo, bytes, &part);
+  if (depth < 2 || part <= LOOM_PROTO_LL_SLICE_BYTES || chunk <= LOOM_PROTO_LL_SLICE_BYTES)
+    return LOOM_PROTO_SIMPLE;
+  const struct loom_topo *t = a->topo;
+  if (t != NULL && t->hw != NULL && t->hw[0].cores > 0 && t->max_node_size > t->hw[0].cores)
+    return LOOM_PROTO_SIMPLE;
+  struct loom_cost_model m;
+  loom_cost_seed(&m, t);
+  double t_ll = loom_cost_pipeline(depth, part, LOOM_PROTO_LL_SLICE_BYTES, t, &m);
+  double t_simple = loom_cost_pipeline(depth, part, chunk, t, &m);
+  return t_ll < t_simple ? LOOM_PROTO_LL : LOOM_PROTO_SIMPLE;
+}
+
 static int topo_rank_at(int node, int local, const void *arg) {
   return loom_topo_rank_at(arg, node, local);
 }
 
-const char *loom_plan(const struct loom_plan_args *a, struct loom_schedule *s) {
+static const char *build(const struct loom_plan_args *a, enum loom_algo algo,
+                         struct loom_schedule *s) {
   int r = a->rank, n = a->nranks;
-  enum loom_algo algo = choose(a, a->count * a->elem_size);
   /* Rings visit each node's ranks in a row (one network hop per node). */
   const int *order = a->topo != NULL && a->topo->nnodes > 1 ? a->topo->by_node : NULL;
   switch (a->coll) {
@@ -196,4 +248,12 @@ const char *loom_plan(const struct loom_plan_args *a, struct loom_schedule *s) {
     loom_sched_reset(s);
     return "none";
   }
+}
+
+const char *loom_plan(const struct loom_plan_args *a, struct loom_schedule *s) {
+  size_t bytes = a->count * a->elem_size;
+  enum loom_algo algo = choose(a, bytes);
+  const char *name = build(a, algo, s);
+  s->slice_bytes = choose_proto(a, algo, bytes) == LOOM_PROTO_LL ? LOOM_PROTO_LL_SLICE_BYTES : 0;
+  return name;
 }

@@ -81,6 +81,39 @@ int loom_algo_parse(const char *spec, unsigned allowed[LOOM_COLL_COUNT], char *e
 /* "tree, ring" for the bits of a mask (into buf). */
 const char *loom_algo_mask_text(unsigned mask, char *buf, size_t len);
 
+/* ---- proto.c: protocols (LOOM_PROTO), i.e. the pipeline's slice size ---- */
+/* Host transports have one wire format; what a protocol changes is how
+ * finely a step's data is cut into pipeline slices.  LL: small slices, so
+ * data forwarded through many hops (chains, trees) starts moving on
+ * sooner, for more messages.  SIMPLE: LOOM_CHUNK_BYTES slices, fewest
+ * messages: full bandwidth. */
+enum loom_proto {
+  LOOM_PROTO_AUTO,
+  LOOM_PROTO_LL,
+  LOOM_PROTO_SIMPLE,
+  LOOM_PROTO_COUNT
+};
+#define LOOM_PROTO_LL_SLICE_BYTES (16u << 10)
+/* "auto", "LL", "Simple". */
+const char *loom_proto_name(enum loom_proto proto);
+/* LOOM_PROTO in NCCL_PROTO's syntax ("LL", "^LL", "broadcast:LL;Simple"),
+ * as loom_algo_parse: allowed[coll] gets 1 << proto per allowed protocol,
+ * 0 = no limit. */
+int loom_proto_parse(const char *spec, unsigned allowed[LOOM_COLL_COUNT], char *err,
+                     size_t errlen);
+
+/* ---- choice.c: the syntax LOOM_ALGO and LOOM_PROTO share ---- */
+struct loom_choice_kind {
+  const char *var;               /* "LOOM_ALGO" */
+  const char *what;              /* "algorithm" */
+  const char *const *names;      /* by value; [first, count) can be named */
+  int first, count;
+  unsigned (*coll_mask)(int coll); /* the values a collective has (0: none) */
+  const char *list;              /* the names, for messages */
+};
+int loom_choice_parse(const struct loom_choice_kind *k, const char *spec,
+                      unsigned allowed[LOOM_COLL_COUNT], char *err, size_t errlen);
+
 /* ---- cost.c: the alpha-beta model the tuner ranks by across nodes ---- */
 /* Defaults, measured on the development machine (shared memory, and TCP
  * over loopback for the network when no NIC speed is known). */
@@ -105,6 +138,11 @@ void loom_cost_seed(struct loom_cost_model *m, const struct loom_topo *t);
  * for.  Whether the algorithm can run is not checked here. */
 double loom_cost_allreduce(enum loom_algo algo, int n, const struct loom_topo *t, size_t bytes,
                            const struct loom_cost_model *m);
+/* Predicted seconds for `bytes` to travel a pipeline of `depth` hops cut
+ * into slices of slice_bytes: (depth + slices - 1) slice times, each
+ * alpha + per-message work + slice * beta of the slowest level. */
+double loom_cost_pipeline(int depth, size_t bytes, size_t slice_bytes, const struct loom_topo *t,
+                          const struct loom_cost_model *m);
 
 /* ---- tune.c: LOOM_TUNE_FILE (measured choices, see the file's format there) ---- */
 struct loom_tune_entry {
@@ -139,10 +177,13 @@ struct loom_plan_args {
   const struct loom_tune *tune; /* LOOM_TUNE_FILE's choices; NULL: none */
   /* all-to-all-v: per peer, in elements */
   const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
+  unsigned proto_allowed; /* LOOM_PROTO: 1 << proto per allowed protocol, 0 = any */
+  size_t chunk_bytes;     /* Simple's slice (LOOM_CHUNK_BYTES); 0: the default 512 KiB */
 };
 
 /* Fills `s` (cap >= LOOM_SCHED_MAX_STEPS(nranks)) for every collective but
- * SENDRECV, and returns the algorithm's name for logs. */
+ * SENDRECV, and returns the algorithm's name for logs.  s->slice_bytes is
+ * the protocol's slice: LOOM_PROTO_LL_SLICE_BYTES for LL, 0 for Simple. */
 const char *loom_plan(const struct loom_plan_args *a, struct loom_schedule *s);
 
 #endif

@@ -15,6 +15,7 @@ void loom_sched_reset(struct loom_schedule *s) {
   memset(&s->copy, 0, sizeof s->copy);
   memset(&s->fold, 0, sizeof s->fold);
   s->scratch_count = 0;
+  s->slice_bytes = 0;
 }
 
 struct loom_step *loom_sched_add(struct loom_schedule *s) {

@@ -80,6 +80,7 @@ struct loom_schedule {
   struct loom_local_copy copy;
   size_t scratch_count; /* elements of SCRATCH the steps use */
   struct loom_fold fold;
+  size_t slice_bytes; /* pipeline slice (the protocol's); 0: LOOM_CHUNK_BYTES */
 };
 
 /* The double binary tree sends halves of at least this many elements per

@@ -249,6 +249,7 @@ int loom_sim_predict(const struct loom_sim_params *p, const struct loom_topo *t,
       .local = local,
       .node_bytes = node_bytes,
       .elem_size = c->elem_size,
+      .slice_bytes = s->slice_bytes, /* the protocol's (the same on every rank) */
       .ranks = ranks,
   };
   t0 = now_s();

@@ -407,7 +407,7 @@ int loom_sim_model_run(const struct loom_sim_params *p, const struct loom_sim_jo
   m.g = 1.0;
   if (p->llc_bytes > 0 && p->mem_factor > 1 && job->node_bytes > p->llc_bytes)
     m.g = 1.0 + (p->mem_factor - 1.0) * (1.0 - p->llc_bytes / job->node_bytes);
-  m.slice = p->chunk_bytes / job->elem_size;
+  m.slice = (job->slice_bytes != 0 ? job->slice_bytes : p->chunk_bytes) / job->elem_size;
   if (m.slice == 0)
     m.slice = 1;
   int rc = -1;

@@ -162,6 +162,7 @@ struct loom_sim_job {
   int local;          /* ranks per node, for the contention factor */
   double node_bytes;  /* the call's working set on a node (buffers of all its ranks) */
   size_t elem_size;
+  size_t slice_bytes; /* the schedule's pipeline slice; 0: the params' chunk_bytes */
   struct loom_sim_rank *ranks;
 };
 

@@ -71,6 +71,22 @@ else
   fail "LOOM_ALGO=allgather:tree: expected a failed init naming the reason (rc=$rc)"
   printf '%s\n' "$out" | tail -n 10
 fi
+# LOOM_PROTO=LL (16 KiB pipeline slices) everywhere it applies, and a bad
+# protocol spec failing init with the reason.
+LOOM_PROTO=LL run_ranks 3 300 "$CT" -c allreduce,allgather,reducescatter,broadcast,reduce \
+  -s 1,1021,70001,300007 -t float32,int8 -o sum,max
+expect_count "cases passed" 3 "LOOM_PROTO=LL on 3 ranks, every collective with a choice"
+LOOM_PROTO=LL LOOM_ALGO=allreduce:tree run_ranks 4 300 \
+  sh -c 'LOOM_HOSTID=node$((LOOM_RANK / 2)) exec "$0" "$@"' "$CT" -c allreduce \
+  -s 1,70001,300007 -t float32 -o sum,avg
+expect_count "cases passed" 4 "LOOM_PROTO=LL with the double binary tree on 2 nodes x 2 ranks"
+LOOM_PROTO=gather:LL run_ranks 2 60 "$CT" -c allreduce -s 1
+if [ "$rc" -ne 0 ] && printf '%s\n' "$out" | grep -q 'LOOM_PROTO="gather:LL": "gather" is not a collective with a choice of protocol'; then
+  pass "LOOM_PROTO=gather:LL: init fails, saying why"
+else
+  fail "LOOM_PROTO=gather:LL: expected a failed init naming the reason (rc=$rc)"
+  printf '%s\n' "$out" | tail -n 10
+fi
 # Two "nodes" of two ranks on this machine (LOOM_HOSTID per rank): shared
 # memory inside a node, TCP between them, the whole matrix.
 LOOM_DEBUG=INFO run_ranks 4 300 sh -c 'LOOM_HOSTID=node$((LOOM_RANK / 2)) exec "$0" "$@"' "$CT"

@@ -109,9 +109,9 @@ END_TEST
 static const char *plan_on(enum loom_coll coll, int nranks, size_t bytes, enum loom_algo algo,
                            const struct loom_topo *topo) {
   static struct loom_step steps[LOOM_SCHED_MAX_STEPS(1024)];
-  struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(1024), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}};
+  struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(1024), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}, 0};
   unsigned allowed = algo == LOOM_ALGO_AUTO ? 0 : 1u << algo;
-  struct loom_plan_args a = {coll, 0, nranks, 0, bytes / 4, 4, allowed, topo, NULL, NULL, NULL, NULL, NULL};
+  struct loom_plan_args a = {coll, 0, nranks, 0, bytes / 4, 4, allowed, topo, NULL, NULL, NULL, NULL, NULL, 0, 0};
   return loom_plan(&a, &s);
 }
 
@@ -265,9 +265,9 @@ START_TEST(tune_file) {
   ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_BROADCAST, 8), LOOM_ALGO_AUTO);
   /* the measured choice wins over the rules, LOOM_ALGO still limits it */
   struct loom_plan_args a = {LOOM_COLL_ALLREDUCE, 0, 2, 0, 2, 4, 0, NULL, &t,
-                             NULL,               NULL, NULL, NULL};
+                             NULL,               NULL, NULL, NULL, 0, 0};
   static struct loom_step steps[LOOM_SCHED_MAX_STEPS(2)];
-  struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(2), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}};
+  struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(2), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}, 0};
   ck_assert_str_eq(loom_plan(&a, &s), "one-shot");
   a.allowed = 1u << LOOM_ALGO_RD;
   ck_assert_str_eq(loom_plan(&a, &s), "recursive doubling");
@@ -339,10 +339,89 @@ START_TEST(runs_and_names) {
 }
 END_TEST
 
+/* ---- LOOM_PROTO and the protocol choice ------------------------------------ */
+
+/* The slice the planner gives `coll` of `bytes` on nranks (topo may be
+ * NULL), with LOOM_PROTO's mask proto_allowed. */
+static size_t slice_of(enum loom_coll coll, int nranks, size_t bytes, enum loom_algo algo,
+                       const struct loom_topo *topo, unsigned proto_allowed) {
+  static struct loom_step steps[LOOM_SCHED_MAX_STEPS(1024)];
+  struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(1024), steps, {0, 0, 0, 0, 0}, 0,
+                            {0, 0, 0, 0}, 12345};
+  unsigned allowed = algo == LOOM_ALGO_AUTO ? 0 : 1u << algo;
+  struct loom_plan_args a = {coll, 0,    nranks, 0,    bytes / 4, 4,    allowed, topo,
+                             NULL, NULL, NULL,   NULL, NULL,      proto_allowed, 512u << 10};
+  loom_plan(&a, &s);
+  return s.slice_bytes;
+}
+
+START_TEST(proto_parse) {
+  unsigned f[LOOM_COLL_COUNT];
+  char err[256] = "";
+  unsigned ll = 1u << LOOM_PROTO_LL, simple = 1u << LOOM_PROTO_SIMPLE;
+  ck_assert_int_eq(loom_proto_parse("LL", f, err, sizeof err), 0);
+  ck_assert_uint_eq(f[LOOM_COLL_ALLREDUCE], ll);
+  ck_assert_uint_eq(f[LOOM_COLL_BROADCAST], ll);
+  ck_assert_uint_eq(f[LOOM_COLL_GATHER], 0); /* no choice there */
+  ck_assert_int_eq(loom_proto_parse("^ll", f, err, sizeof err), 0);
+  ck_assert_uint_eq(f[LOOM_COLL_REDUCE], simple);
+  ck_assert_int_eq(loom_proto_parse("broadcast:LL;simple", f, err, sizeof err), 0);
+  ck_assert_uint_eq(f[LOOM_COLL_BROADCAST], ll);
+  ck_assert_uint_eq(f[LOOM_COLL_ALLREDUCE], simple);
+  ck_assert_int_eq(loom_proto_parse("LL128", f, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "LOOM_PROTO=\"LL128\": unknown protocol \"LL128\" (known: LL, "
+                            "Simple)") != NULL,
+                "%s", err);
+  ck_assert_int_eq(loom_proto_parse("gather:LL", f, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "not a collective with a choice of protocol") != NULL, "%s", err);
+  ck_assert_int_eq(loom_proto_parse("broadcast:^LL,Simple", f, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, "excludes every protocol broadcast has") != NULL, "%s", err);
+  ck_assert_str_eq(loom_proto_name(LOOM_PROTO_LL), "LL");
+  ck_assert_str_eq(loom_proto_name(LOOM_PROTO_SIMPLE), "Simple");
+}
+END_TEST
+
+START_TEST(proto_choice) {
+  unsigned ll = 1u << LOOM_PROTO_LL, simple = 1u << LOOM_PROTO_SIMPLE;
+  size_t LL = LOOM_PROTO_LL_SLICE_BYTES;
+  /* a long chain: 64 ranks forward 4 MiB: (63 + 256 - 1) 16 KiB slices
+   * beat (63 + 8 - 1) 512 KiB ones */
+  ck_assert_uint_eq(slice_of(LOOM_COLL_BROADCAST, 64, 4u << 20, LOOM_ALGO_CHAIN, NULL, 0), LL);
+  /* 2 ranks: one hop, nothing to pipeline */
+  ck_assert_uint_eq(slice_of(LOOM_COLL_BROADCAST, 2, 4u << 20, LOOM_ALGO_CHAIN, NULL, 0), 0);
+  /* rings keep every link busy: Simple whatever the size */
+  ck_assert_uint_eq(slice_of(LOOM_COLL_ALLREDUCE, 64, 4u << 20, LOOM_ALGO_RING, NULL, 0), 0);
+  ck_assert_uint_eq(slice_of(LOOM_COLL_ALLGATHER, 64, 1u << 20, LOOM_ALGO_AUTO, NULL, 0), 0);
+  /* a message no larger than one LL slice: Simple */
+  ck_assert_uint_eq(slice_of(LOOM_COLL_BROADCAST, 64, 16u << 10, LOOM_ALGO_CHAIN, NULL, 0), 0);
+  /* forced either way */
+  ck_assert_uint_eq(slice_of(LOOM_COLL_ALLREDUCE, 4, 4u << 20, LOOM_ALGO_RING, NULL, ll), LL);
+  ck_assert_uint_eq(slice_of(LOOM_COLL_BROADCAST, 64, 4u << 20, LOOM_ALGO_CHAIN, NULL, simple),
+                    0);
+  /* more ranks on a node than cores: Simple (the chain cannot all run) */
+  struct loom_topo t;
+  int node[64];
+  for (int r = 0; r < 64; r++)
+    node[r] = 0;
+  ck_assert_int_eq(loom_topo_from_nodes(&t, 64, node), 0);
+  struct loom_topo_hw hw;
+  memset(&hw, 0, sizeof hw);
+  hw.cores = 2;
+  t.hw = &hw;
+  ck_assert_uint_eq(slice_of(LOOM_COLL_BROADCAST, 64, 4u << 20, LOOM_ALGO_CHAIN, &t, 0), 0);
+  hw.cores = 64;
+  ck_assert_uint_eq(slice_of(LOOM_COLL_BROADCAST, 64, 4u << 20, LOOM_ALGO_CHAIN, &t, 0), LL);
+  t.hw = NULL;
+  loom_topo_free(&t);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("plan");
   TCase *tc = tcase_create("plan");
   tcase_add_test(tc, parse_empty);
+  tcase_add_test(tc, proto_parse);
+  tcase_add_test(tc, proto_choice);
   tcase_add_test(tc, parse_plain_applies_where_it_can);
   tcase_add_test(tc, parse_per_collective_and_override);
   tcase_add_test(tc, parse_errors);

@@ -532,7 +532,7 @@ END_TEST
 
 START_TEST(ring_allreduce_shape) {
   struct loom_step steps[LOOM_SCHED_MAX_STEPS(4)];
-  struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(4), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}};
+  struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(4), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}, 0};
   loom_ring_allreduce(1, 4, 10, &s); /* blocks 3 3 2 2 at 0 3 6 8 */
   ck_assert_int_eq(s.nsteps, 6);
   ck_assert_uint_eq(s.copy.count, 0);
@@ -583,7 +583,7 @@ END_TEST
 START_TEST(rd_operand_order) {
   /* Both of a pair compute lower rank's value op higher rank's. */
   struct loom_step steps[LOOM_SCHED_MAX_STEPS(8)];
-  struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(8), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}};
+  struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(8), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}, 0};
   for (int r = 0; r < 8; r++) {
     loom_rd_allreduce(r, 8, 100, &s);
     ck_assert_int_eq(s.nsteps, 3);

@@ -47,6 +47,7 @@ struct loomComm {
   pthread_mutex_t ops_lock; /* guards custom_ops (not op_lock: a collective may run) */
   unsigned coll_seq; /* collectives run so far (fingerprints carry it) */
   size_t bucket_bytes; /* LOOM_BUCKET_BYTES, read at init */
+  int nchannels;                   /* LOOM_NCHANNELS (read at init) */
   unsigned proto[LOOM_COLL_COUNT]; /* LOOM_PROTO (read at init): allowed protocols per
                                      collective, 0 = any */
   unsigned algo[LOOM_COLL_COUNT]; /* LOOM_ALGO (read at init): allowed algorithms per

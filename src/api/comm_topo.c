@@ -90,7 +90,8 @@ void loom_comm_topo_report(loomComm_t comm) {
                                 NULL,
                                 NULL,
                                 comm->proto[LOOM_COLL_ALLREDUCE],
-                                comm->engine.chunk_bytes};
+                                comm->engine.chunk_bytes,
+                                comm->nchannels};
     const char *name = loom_plan(&pa, &s);
     o += (size_t)snprintf(choice + o, sizeof choice - o, "%s%s %s%s", i ? ", " : "",
                           size_names[i], name, s.slice_bytes != 0 ? " (LL)" : "");

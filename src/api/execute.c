@@ -81,7 +81,8 @@ loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
                               NULL,    NULL,
                               NULL,    NULL,
                               comm->proto[coll],
-                              comm->engine.chunk_bytes};
+                              comm->engine.chunk_bytes,
+                              comm->nchannels};
   size_t *v = c->v, *owned = NULL;
   if (c->coll == LOOM_COLL_ALLTOALL) {
     v = owned = alltoall_arrays(n, count);

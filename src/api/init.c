@@ -307,6 +307,7 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   comm->bucket_bytes = (size_t)loom_param_int(LOOM_PARAM_BUCKET_BYTES);
   memcpy(comm->algo, algo, sizeof comm->algo);
   memcpy(comm->proto, proto, sizeof comm->proto);
+  comm->nchannels = (int)loom_param_int(LOOM_PARAM_NCHANNELS);
   comm->rank = rank;
   comm->nranks = nranks;
   comm->timeout_ms = timeout_ms;

@@ -93,6 +93,12 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          "sooner) or Simple (LOOM_CHUNK_BYTES slices: fewest messages), e.g. \"LL\", "
          "\"^LL\", \"broadcast:LL\"; the tuner uses LL only for chains and trees whose "
          "ranks each have a core"},
+    [LOOM_PARAM_NCHANNELS] =
+        {"LOOM_NCHANNELS", LOOM_PARAM_T_INT, "1", 1, 4 /* LOOM_MAX_CHANNELS */,
+         "rings a ring all-reduce runs on, each over its part of the data and in its "
+         "own order (each node's ranks rotated, every other ring backwards), so that "
+         "several NICs or links per node are used; 1 (default): one ring, fastest on "
+         "the machines measured (one NIC, 2 cores)"},
     [LOOM_PARAM_HOSTID] =
         {"LOOM_HOSTID", LOOM_PARAM_T_STRING, NULL, 0, 0,
          "node identity (at most 63 bytes): ranks with the same value are one node "

@@ -209,6 +209,10 @@ static const char *build(const struct loom_plan_args *a, enum loom_algo algo,
       loom_hier_allreduce(r, &h, a->count, s);
       return "hierarchical";
     }
+    if (a->nchannels > 1 && a->count / (size_t)a->nchannels >= (size_t)n) {
+      loom_ring_allreduce_channels(r, n, order ? a->topo : NULL, a->nchannels, a->count, s);
+      return order ? "ring (by node, channels)" : "ring (channels)";
+    }
     loom_ring_allreduce_ordered(r, n, order, a->count, s);
     return order ? "ring (by node)" : "ring";
   case LOOM_COLL_ALLGATHER:

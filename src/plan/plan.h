@@ -179,6 +179,7 @@ struct loom_plan_args {
   const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
   unsigned proto_allowed; /* LOOM_PROTO: 1 << proto per allowed protocol, 0 = any */
   size_t chunk_bytes;     /* Simple's slice (LOOM_CHUNK_BYTES); 0: the default 512 KiB */
+  int nchannels;          /* LOOM_NCHANNELS: rings for a ring all-reduce (0 or 1: one) */
 };
 
 /* Fills `s` (cap >= LOOM_SCHED_MAX_STEPS(nranks)) for every collective but

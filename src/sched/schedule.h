@@ -88,9 +88,9 @@ struct loom_schedule {
 #define LOOM_TREE_SEGMENTS 4
 #define LOOM_TREE_SEGMENT_MIN 4096
 /* Steps any builder below needs for nranks (p2p batches: one per call);
- * the double binary tree needs up to 16 per segment whatever the rank
- * count. */
-#define LOOM_SCHED_MAX_STEPS(nranks) (2 * (nranks) + 16 * LOOM_TREE_SEGMENTS)
+ * rings on several channels 2(n-1) per channel; the double binary tree
+ * needs up to 16 per segment whatever the rank count. */
+#define LOOM_SCHED_MAX_STEPS(nranks) (2 * (nranks) * LOOM_MAX_CHANNELS + 16 * LOOM_TREE_SEGMENTS)
 
 /* Empties s (keeping its step storage). */
 void loom_sched_reset(struct loom_schedule *s);
@@ -135,6 +135,20 @@ void loom_rd_allgather(int rank, int nranks, size_t count, struct loom_schedule 
 /* Ring reduce-scatter: `count` elements per rank; rank r ends with block r
  * in RECV.  Partial sums travel through SCRATCH (nranks*count). */
 void loom_ring_reducescatter(int rank, int nranks, size_t count, struct loom_schedule *s);
+
+/* ---- channels.c: rings over parts of the data ---- */
+#define LOOM_MAX_CHANNELS 4
+/* Ring all-reduce with the data cut into nch parts (at most
+ * LOOM_MAX_CHANNELS), part c on channel c's ring: ranks grouped by node
+ * as t says (NULL: one node), each node's ranks rotated by c * size / nch
+ * so that channels cross between nodes at different ranks, odd channels
+ * backwards.  nch = 1 is loom_ring_allreduce_ordered by node.  2(n-1) * nch
+ * steps, interleaved by channel. */
+void loom_ring_allreduce_channels(int rank, int nranks, const struct loom_topo *t, int nch,
+                                  size_t count, struct loom_schedule *s);
+/* Channel c's ring (of nch) at `rank`: its position, next and previous rank. */
+int loom_ring_channel_peers(const struct loom_topo *t, int nranks, int nch, int c, int rank,
+                            int *next, int *prev);
 
 /* ---- rhd.c ---- */
 /* Recursive halving-doubling all-reduce (power-of-two nranks): reduce-

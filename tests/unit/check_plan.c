@@ -111,7 +111,7 @@ static const char *plan_on(enum loom_coll coll, int nranks, size_t bytes, enum l
   static struct loom_step steps[LOOM_SCHED_MAX_STEPS(1024)];
   struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(1024), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}, 0};
   unsigned allowed = algo == LOOM_ALGO_AUTO ? 0 : 1u << algo;
-  struct loom_plan_args a = {coll, 0, nranks, 0, bytes / 4, 4, allowed, topo, NULL, NULL, NULL, NULL, NULL, 0, 0};
+  struct loom_plan_args a = {coll, 0, nranks, 0, bytes / 4, 4, allowed, topo, NULL, NULL, NULL, NULL, NULL, 0, 0, 0};
   return loom_plan(&a, &s);
 }
 
@@ -265,7 +265,7 @@ START_TEST(tune_file) {
   ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_BROADCAST, 8), LOOM_ALGO_AUTO);
   /* the measured choice wins over the rules, LOOM_ALGO still limits it */
   struct loom_plan_args a = {LOOM_COLL_ALLREDUCE, 0, 2, 0, 2, 4, 0, NULL, &t,
-                             NULL,               NULL, NULL, NULL, 0, 0};
+                             NULL,               NULL, NULL, NULL, 0, 0, 0};
   static struct loom_step steps[LOOM_SCHED_MAX_STEPS(2)];
   struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(2), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}, 0};
   ck_assert_str_eq(loom_plan(&a, &s), "one-shot");
@@ -350,7 +350,7 @@ static size_t slice_of(enum loom_coll coll, int nranks, size_t bytes, enum loom_
                             {0, 0, 0, 0}, 12345};
   unsigned allowed = algo == LOOM_ALGO_AUTO ? 0 : 1u << algo;
   struct loom_plan_args a = {coll, 0,    nranks, 0,    bytes / 4, 4,    allowed, topo,
-                             NULL, NULL, NULL,   NULL, NULL,      proto_allowed, 512u << 10};
+                             NULL, NULL, NULL,   NULL, NULL,      proto_allowed, 512u << 10, 1};
   loom_plan(&a, &s);
   return s.slice_bytes;
 }

@@ -51,6 +51,12 @@ static void ring_rs_builder(int r, int n, size_t count, int root, struct loom_sc
   loom_ring_reducescatter_ordered(r, n, shape.by_node, count, s);
 }
 
+static int channels = 2; /* for channels_builder */
+static void channels_builder(int r, int n, size_t count, int root, struct loom_schedule *s) {
+  (void)root;
+  loom_ring_allreduce_channels(r, n, shape.nnodes > 1 ? &shape : NULL, channels, count, s);
+}
+
 static void set_shape(int n, const int *node_id) {
   loom_topo_free(&shape);
   ck_assert_int_eq(loom_topo_from_nodes(&shape, n, node_id), 0);
@@ -217,6 +223,59 @@ END_TEST
 /* The ordered ring crosses nodes once per node: the number of steps whose
  * peer is on another node, on the busiest rank, is at most 2 (in and out
  * of its node) per phase, whatever the interleaving. */
+START_TEST(channel_rings_every_count) {
+  for (channels = 2; channels <= LOOM_MAX_CHANNELS; channels++)
+    for (int n = 1; n <= (channels == 2 ? MAX_RANKS : 24); n++)
+      for (int v = 0; v < 4; v++) {
+        if (v == 3) {
+          int id[MAX_RANKS] = {0};
+          set_shape(n, id); /* one node */
+        } else {
+          odd_shape(n, v);
+        }
+        char what[64];
+        snprintf(what, sizeof what, "%d channel rings, %d nodes (shape %d)", channels,
+                 shape.nnodes, v);
+        run_counts(RING_AR, n, channels_builder, what, n <= 8 && channels == 2);
+      }
+}
+END_TEST
+
+/* Every channel's ring visits all ranks once, crosses between nodes once
+ * per node, and leaves each node from a different rank than channel 0. */
+START_TEST(channel_rings_cross_at_other_ranks) {
+  uniform_shape(4, 4, 1);
+  for (int nch = 2; nch <= 4; nch++)
+    for (int c = 0; c < nch; c++) {
+      int seen[16] = {0}, crossings = 0, same_exit = 0;
+      for (int r = 0; r < 16; r++) {
+        int next, prev, next0, prev0;
+        int pos = loom_ring_channel_peers(&shape, 16, nch, c, r, &next, &prev);
+        ck_assert_int_ge(pos, 0);
+        ck_assert_int_lt(pos, 16);
+        seen[pos]++;
+        int n2, p2;
+        loom_ring_channel_peers(&shape, 16, nch, c, next, &n2, &p2);
+        ck_assert_int_eq(p2, r); /* next's previous is r */
+        loom_ring_channel_peers(&shape, 16, nch, 0, r, &next0, &prev0);
+        int out = shape.node_of[next] != shape.node_of[r];
+        int out0 = shape.node_of[next0] != shape.node_of[r];
+        int in0 = shape.node_of[prev0] != shape.node_of[r];
+        crossings += out;
+        /* forward channels leave where channel 0 leaves, backward ones
+         * where channel 0 enters: either way the same rank is "same" */
+        same_exit += out && (c % 2 == 0 ? out0 : in0);
+      }
+      for (int p = 0; p < 16; p++)
+        ck_assert_int_eq(seen[p], 1);
+      ck_assert_int_eq(crossings, 4);
+      if (c > 0)
+        ck_assert_msg(same_exit == 0, "channel %d of %d leaves nodes where channel 0 does", c,
+                      nch);
+    }
+}
+END_TEST
+
 START_TEST(ordered_ring_crosses_nodes_rarely) {
   uniform_shape(4, 4, 1); /* rank r on node r mod 4 */
   struct loom_step steps[LOOM_SCHED_MAX_STEPS(16)];
@@ -244,6 +303,8 @@ int main(void) {
   tcase_add_test(tc, rhd_allreduce_powers_of_two);
   tcase_add_test(tc, dbtree_allreduce_every_shape);
   tcase_add_test(tc, ordered_rings_every_count);
+  tcase_add_test(tc, channel_rings_cross_at_other_ranks);
+  tcase_add_test(tc, channel_rings_every_count);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -80,6 +80,16 @@ LOOM_PROTO=LL LOOM_ALGO=allreduce:tree run_ranks 4 300 \
   sh -c 'LOOM_HOSTID=node$((LOOM_RANK / 2)) exec "$0" "$@"' "$CT" -c allreduce \
   -s 1,70001,300007 -t float32 -o sum,avg
 expect_count "cases passed" 4 "LOOM_PROTO=LL with the double binary tree on 2 nodes x 2 ranks"
+# Ring all-reduce on 2 and 3 channels (rings in other orders over parts of
+# the data), one node of 3 and 2 nodes x 2.
+LOOM_ALGO=allreduce:ring LOOM_NCHANNELS=3 run_ranks 3 300 "$CT" -c allreduce \
+  -s 1,1021,70001,300007 -t float32,int8 -o sum,max,avg
+expect_count "cases passed" 3 "LOOM_NCHANNELS=3, ring all-reduce on 3 ranks"
+LOOM_DEBUG=TRACE LOOM_ALGO=allreduce:ring LOOM_NCHANNELS=2 run_ranks 4 300 \
+  sh -c 'LOOM_HOSTID=node$((LOOM_RANK / 2)) exec "$0" "$@"' "$CT" -c allreduce \
+  -s 1021,300007 -t float32 -o sum,avg
+expect_count "cases passed" 4 "LOOM_NCHANNELS=2, ring all-reduce on 2 nodes x 2 ranks"
+expect_count "\[0\] .*allreduce count 300007 float32: ring (by node, channels)" 4 "LOOM_NCHANNELS=2: the channel rings ran (sum, avg; in and out of place)"
 LOOM_PROTO=gather:LL run_ranks 2 60 "$CT" -c allreduce -s 1
 if [ "$rc" -ne 0 ] && printf '%s\n' "$out" | grep -q 'LOOM_PROTO="gather:LL": "gather" is not a collective with a choice of protocol'; then
   pass "LOOM_PROTO=gather:LL: init fails, saying why"

@@ -1,6 +1,9 @@
 #!/bin/sh
 # compare-mpi.sh — runs loom-perf (under loomrun) and mpi-perf (under mpirun)
 # on the same sizes and prints their bus bandwidth and time side by side.
+# (One job can do the same for every collective, both results checked:
+# mpirun -np N loom-perf --peer mpi ...; this script keeps the two
+# libraries in separate jobs, as docs/performance.md's tables were made.)
 #
 #   bench/compare-mpi.sh [LOOMRUN [LOOM_PERF [MPI_PERF]]] [-- PERF_ARGS...]
 #

@@ -3,26 +3,28 @@
  * NVIDIA's nccl-tests (all_reduce_perf, all_gather_perf, ..., sendrecv_perf).
  *
  *   loomrun -n 4 loom-perf [-C collective] [-r root] -b 8 -e 64M -f 2
+ *   mpirun -np 4 loom-perf --peer mpi --json out.json --plot out.png
  *   loomrun -n 2 loom-perf -G 1000 -b 4M -e 4M
  *
  * Uses the public API only.  Every rank sweeps the same message sizes; for
  * each size it checks every element of the result against a reference
  * computed from the known inputs, once out of place and once in place
- * (-c 1), then times -n iterations of each after -w warm-up iterations.
- * Sizes, counts and bandwidths follow nccl-tests (see usage()).  The time
- * reported is the slowest rank's average per iteration.  Rank 0 prints the
- * table.  -G T compares T grouped (fused) all-reduces with T separate ones
- * and one call of the whole size.  --autotune FILE times each algorithm a
- * collective can use and writes the fastest per size as a LOOM_TUNE_FILE
- * (perf_autotune.c).  Exit status: 0 on success, 1 on a Loom error or a
- * wrong result, 2 on a usage error.
+ * (-c 1), then times -n iterations of each after -w warm-up iterations
+ * (-m calls per iteration in one group; on a stream with -z).  Sizes,
+ * counts and bandwidths follow nccl-tests (perf_opts.c's usage).  The time
+ * reported is per call, the slowest rank's by default (-a).  Rank 0 prints
+ * the table and keeps the rows for --json/--csv (perf_output.c) and --plot
+ * (perf_plot.c); --peer mpi times MPI's collective alongside (perf_peer.c)
+ * and --ceiling the memory and TCP ceilings (perf_ceiling.c).  The launcher
+ * and rendezvous are perf_launch.c's.  -G T compares T grouped (fused)
+ * all-reduces with T separate ones and one call of the whole size.
+ * --autotune FILE times each algorithm a collective can use and writes the
+ * fastest per size as a LOOM_TUNE_FILE (perf_autotune.c).  Exit status: 0
+ * on success, 1 on a Loom error, a wrong result or an output that could
+ * not be written, 2 on a usage error.
  */
 #define _POSIX_C_SOURCE 200809L
 
-#include "bench_size.h"
-
-#include <errno.h>
-#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,12 +34,20 @@
 
 #include "loom.h"
 #include "perf_autotune.h"
+#include "perf_ceiling.h"
+#include "perf_coll.h"
+#include "perf_launch.h"
+#include "perf_opts.h"
+#include "perf_peer.h"
+#include "perf_plot.h"
+#include "perf_results.h"
 #include "perf_types.h"
 
 /* ---- Error handling -------------------------------------------------------- */
 
 static loomComm_t g_comm; /* set once the communicator exists */
 static int g_rank = -1;
+static const perf_launch_t *g_launch; /* for MPI_Abort under MPI */
 
 static void die_loom(const char *what, loomResult_t res, int line) {
   const char *detail = loomGetLastError(g_comm);
@@ -46,7 +56,7 @@ static void die_loom(const char *what, loomResult_t res, int line) {
           detail && *detail ? detail : "(no further details)");
   if (g_comm != NULL)
     loomCommAbort(g_comm); /* make the peers fail fast instead of hanging */
-  exit(1);
+  perf_launch_abort(g_launch, 1);
 }
 
 #define LOOMCHECK(call)                                                        \
@@ -56,229 +66,11 @@ static void die_loom(const char *what, loomResult_t res, int line) {
       die_loom(#call, res_, __LINE__);                                         \
   } while (0)
 
-/* ---- Collectives ----------------------------------------------------------- */
-
-typedef enum {
-  COLL_ALLREDUCE,
-  COLL_ALLGATHER,
-  COLL_REDUCESCATTER,
-  COLL_BROADCAST,
-  COLL_REDUCE,
-  COLL_ALLTOALL,
-  COLL_GATHER,
-  COLL_SCATTER,
-  COLL_SENDRECV,
-  COLL_BARRIER,
-  COLL_COUNT
-} coll_t;
-
-/* How each collective is measured, as nccl-tests measures it.  A size of S
- * bytes is the largest buffer of the call; "per_rank" collectives move
- * S/nranks bytes per rank and pass count = S/nranks/elem.  algbw = S/time;
- * busbw = algbw * bus factor (see bus_factor()). */
-static const struct {
-  const char *name;
-  int reduces;     /* takes -o */
-  int rooted;      /* takes -r */
-  int per_rank;    /* count = size/nranks/elem */
-  int in_place;    /* 0: no in-place form (in-place columns print N/A) */
-  int check_inplace; /* the in-place result is defined and checked */
-} coll_info[COLL_COUNT] = {
-    [COLL_ALLREDUCE] = {"allreduce", 1, 0, 0, 1, 1},
-    [COLL_ALLGATHER] = {"allgather", 0, 0, 1, 1, 1},
-    [COLL_REDUCESCATTER] = {"reducescatter", 1, 0, 1, 1, 1},
-    [COLL_BROADCAST] = {"broadcast", 0, 1, 0, 1, 1},
-    [COLL_REDUCE] = {"reduce", 1, 1, 0, 1, 1},
-    [COLL_ALLTOALL] = {"alltoall", 0, 0, 1, 0, 0},
-    [COLL_GATHER] = {"gather", 0, 1, 1, 1, 1},
-    [COLL_SCATTER] = {"scatter", 0, 1, 1, 1, 1},
-    /* in place (sendbuff == recvbuff) is timed but, as in nccl-tests, not
-     * checked: NCCL does not define sending and receiving one buffer */
-    [COLL_SENDRECV] = {"sendrecv", 0, 0, 0, 1, 0},
-    [COLL_BARRIER] = {"barrier", 0, 0, 0, 0, 0},
-};
-
-/* nccl-tests' bus bandwidth factors. */
-static double bus_factor(coll_t c, int n) {
-  switch (c) {
-  case COLL_ALLREDUCE: return 2.0 * (n - 1) / n;
-  case COLL_ALLGATHER: case COLL_REDUCESCATTER: case COLL_ALLTOALL:
-  case COLL_GATHER: case COLL_SCATTER:
-    return (double)(n - 1) / n;
-  default: return 1.0; /* broadcast, reduce, sendrecv */
-  }
-}
-
-/* ---- Options --------------------------------------------------------------- */
-
-typedef struct {
-  size_t min_bytes, max_bytes, step_bytes;
-  size_t step_factor; /* > 1: multiply; else add step_bytes */
-  int iters, warmup, check;
-  loomDataType_t type;
-  loomRedOp_t op;
-  coll_t coll;
-  int root;
-  int group;   /* -G T: T all-reduces per iteration (0: off) */
-  int reverse; /* -R: issue the grouped calls last tensor first */
-  const char *coll_arg; /* -C as given */
-  const char *autotune; /* --autotune FILE (perf_autotune.c) */
-  unsigned autotune_colls;
-} opts_t;
-
-static void usage(FILE *f) {
-  fprintf(f,
-          "usage: loomrun -n NRANKS loom-perf [options]\n"
-          "  -C collective    allreduce (default), allgather, reducescatter, broadcast,\n"
-          "                   reduce, alltoall, gather, scatter, sendrecv or barrier\n"
-          "  -b minbytes      smallest message (default 8); K, M, G suffixes\n"
-          "  -e maxbytes      largest message (default 64M)\n"
-          "  -i stepbytes     increment between sizes\n"
-          "  -f stepfactor    multiplication factor between sizes (default 2)\n"
-          "  -n iters         timed iterations per size (default 20)\n"
-          "  -w warmup        warm-up iterations per size (default 5)\n"
-          "  -c 0|1           check results (default 1)\n"
-          "  -d datatype      int8 uint8 int32 uint32 int64 uint64 half|float16\n"
-          "                   float|float32 double|float64 bfloat16 (default float)\n"
-          "  -o op            sum prod min max avg (default sum; allreduce,\n"
-          "                   reducescatter and reduce)\n"
-          "  -r root          root rank of broadcast, reduce, gather, scatter (default 0)\n"
-          "  -G T             bucket fusion (allreduce only): each iteration issues T\n"
-          "                   all-reduces of size/T bytes inside one\n"
-          "                   loomGroupStart/loomGroupEnd, which Loom fuses into buckets\n"
-          "                   of LOOM_BUCKET_BYTES; each size's row shows that time next\n"
-          "                   to T separate calls of size/T bytes and to one call of the\n"
-          "                   whole size (T * size/T bytes), e.g. -G 1000 -b 4M -e 4M\n"
-          "                   compares 1,000 tensors of 4 KB with one 4 MB call\n"
-          "  -R               with -G: issue the grouped calls last tensor first (the\n"
-          "                   tensors are then not contiguous in issue order, so the\n"
-          "                   fusion copies them into its bucket and back)\n"
-          "  --autotune FILE  time every algorithm that can run here for each collective\n"
-          "                   of -C (a comma-separated list or all; default all:\n"
-          "                   allreduce, allgather, broadcast, reduce), float32 sum out of\n"
-          "                   place over the sweep; write the fastest per size to FILE\n"
-          "                   for LOOM_TUNE_FILE (docs/tuning.md)\n"
-          "  -h               this help\n"
-          "Sizes are the largest buffer of a call, as in nccl-tests: allgather,\n"
-          "alltoall and gather (on the root) receive size bytes, reducescatter,\n"
-          "alltoall and scatter (on the root) send size bytes, in blocks of\n"
-          "size/nranks bytes (count = size/nranks/element size, rounded down).\n"
-          "algbw = size / time; busbw = algbw * 2(n-1)/n for allreduce, (n-1)/n for\n"
-          "allgather, reducescatter, alltoall, gather and scatter, 1 for broadcast,\n"
-          "reduce and sendrecv.  sendrecv: every rank sends to rank+1 and receives\n"
-          "from rank-1 in one group.  barrier: latency only, one row, sizes ignored.\n"
-          "alltoall has no in-place form (N/A); in-place sendrecv (one buffer sent\n"
-          "and received) is timed, not checked, as in nccl-tests.\n"
-          "The rendezvous comes from LOOM_COMM_ID (set by loomrun), or from\n"
-          "MASTER_ADDR/MASTER_PORT (torchrun) as MASTER_ADDR:(MASTER_PORT+1).\n");
-}
-
-static void usage_error(const char *fmt, const char *arg) {
-  fprintf(stderr, "loom-perf: ");
-  fprintf(stderr, fmt, arg);
-  fprintf(stderr, "\n(loom-perf -h lists the options)\n");
-  exit(2);
-}
-
-/* "64M" -> 67108864; returns 0 on success. */
-static int parse_size(const char *s, size_t *out) { return bench_parse_size(s, SIZE_MAX, out); }
-
-static int parse_int(const char *s, int lo, int *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (end == s || *end != '\0' || errno != 0 || v < lo || v > INT_MAX)
-    return -1;
-  *out = (int)v;
-  return 0;
-}
-
-static void parse_args(int argc, char **argv, opts_t *o) {
-  *o = (opts_t){.min_bytes = 8, .max_bytes = 64u << 20, .step_bytes = 1u << 20,
-                .step_factor = 2, .iters = 20, .warmup = 5, .check = 1,
-                .type = loomFloat32, .op = loomSum, .coll = COLL_ALLREDUCE};
-  for (int a = 1; a < argc; a++) {
-    const char *arg = argv[a];
-    if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
-      usage(stdout);
-      exit(0);
-    }
-    if (strcmp(arg, "-R") == 0) { /* the one flag without a value */
-      o->reverse = 1;
-      continue;
-    }
-    if (strcmp(arg, "--autotune") == 0) {
-      if (a + 1 >= argc)
-        usage_error("option %s needs a file name", arg);
-      o->autotune = argv[++a];
-      continue;
-    }
-    if (arg[0] != '-' || arg[1] == '\0' || arg[2] != '\0' ||
-        strchr("CbeifnwcdorG", arg[1]) == NULL)
-      usage_error("unknown argument '%s'", arg);
-    if (a + 1 >= argc)
-      usage_error("option %s needs a value", arg);
-    const char *val = argv[++a];
-    int iv = 0;
-    switch (arg[1]) {
-    case 'b': if (parse_size(val, &o->min_bytes)) usage_error("bad size '%s'", val); break;
-    case 'e': if (parse_size(val, &o->max_bytes)) usage_error("bad size '%s'", val); break;
-    case 'i':
-      if (parse_size(val, &o->step_bytes) || o->step_bytes == 0)
-        usage_error("bad step '%s'", val);
-      o->step_factor = 1;
-      break;
-    case 'f':
-      if (parse_int(val, 1, &iv)) usage_error("bad step factor '%s'", val);
-      o->step_factor = (size_t)iv;
-      break;
-    case 'n': if (parse_int(val, 1, &o->iters)) usage_error("bad iteration count '%s'", val); break;
-    case 'w': if (parse_int(val, 0, &o->warmup)) usage_error("bad warm-up count '%s'", val); break;
-    case 'c':
-      if (parse_int(val, 0, &o->check) || o->check > 1) usage_error("-c takes 0 or 1, not '%s'", val);
-      break;
-    case 'd': {
-      if (!perf_type_by_name(val, &o->type))
-        usage_error("unknown datatype '%s'", val);
-      break;
-    }
-    case 'o': {
-      int k;
-      for (k = 0; k < loomNumOps && strcmp(op_names[k], val) != 0; k++)
-        ;
-      if (k == loomNumOps) usage_error("unknown op '%s'", val);
-      o->op = (loomRedOp_t)k;
-      break;
-    }
-    case 'r': if (parse_int(val, 0, &o->root)) usage_error("bad root '%s'", val); break;
-    case 'G':
-      if (parse_int(val, 1, &o->group) || o->group > 1000000)
-        usage_error("-G takes a number of calls from 1 to 1000000, not '%s'", val);
-      break;
-    case 'C': o->coll_arg = val; break;
-    }
-  }
-  char err[256];
-  if (o->autotune != NULL) {
-    if (perf_autotune_parse_colls(o->coll_arg, &o->autotune_colls, err, sizeof err) != 0)
-      usage_error("%s", err);
-    if (o->group > 0 || o->type != loomFloat32 || o->op != loomSum)
-      usage_error("--autotune measures float32 sum one call at a time (no -G, -d, -o)%s", "");
-  } else if (o->coll_arg != NULL) {
-    int k;
-    for (k = 0; k < COLL_COUNT && strcmp(coll_info[k].name, o->coll_arg) != 0; k++)
-      ;
-    if (k == COLL_COUNT)
-      usage_error("unknown collective '%s' (allreduce allgather reducescatter broadcast "
-                  "reduce alltoall gather scatter sendrecv barrier)", o->coll_arg);
-    o->coll = (coll_t)k;
-  }
-  if (o->min_bytes > o->max_bytes)
-    usage_error("minbytes is larger than maxbytes%s", "");
-  if (o->reverse && o->group == 0)
-    usage_error("-R only applies with -G%s", "");
-  if (o->group > 0 && o->coll != COLL_ALLREDUCE)
-    usage_error("-G measures all-reduces only, not %s", coll_info[o->coll].name);
+static void out_of_memory(void) {
+  fprintf(stderr, "loom-perf: rank %d: out of memory\n", g_rank);
+  if (g_comm != NULL)
+    loomCommAbort(g_comm);
+  perf_launch_abort(g_launch, 1);
 }
 
 /* ---- The benchmark --------------------------------------------------------- */
@@ -286,12 +78,18 @@ static void parse_args(int argc, char **argv, opts_t *o) {
 typedef struct {
   opts_t o;
   loomComm_t comm;
+  loomStream_t stream; /* -z: the calls' stream; NULL without -z */
   int rank, nranks;
   size_t tsize;
   void *send, *recv, *expect; /* sized for max_bytes */
   int64_t sum_max;            /* input values for sum/avg stay in 0..sum_max */
   int reports;                /* mismatch lines printed by this rank */
   int same_clock;             /* every rank reads the same CLOCK_MONOTONIC */
+  int nodes;                  /* distinct node ids (LOOM_HOSTID, else host/boot id) */
+  int host_ranks;             /* ranks on rank 0's host */
+  int rank1_same_host;        /* ranks 0 and 1 share a host */
+  perf_results_t res;         /* rank 0: the rows */
+  struct perf_ceiling *ceiling; /* --ceiling */
 } bench_t;
 
 /* Input element i of rank r.  Every value is a small integer chosen so that
@@ -410,7 +208,7 @@ static void prepare(bench_t *b, size_t c, unsigned seed) {
 }
 
 /* One call of the collective with count c, out of place (send -> recv) or
- * in place (within recv). */
+ * in place (within recv), on b->stream. */
 static void run_coll(bench_t *b, size_t c, int in_place) {
   const char *s = b->send;
   char *r = b->recv;
@@ -422,24 +220,54 @@ static void run_coll(bench_t *b, size_t c, int in_place) {
   loomRedOp_t op = b->o.op;
   int root = b->o.root, n = b->nranks;
   loomComm_t comm = b->comm;
+  loomStream_t st = b->stream;
   switch (b->o.coll) {
-  case COLL_ALLREDUCE: LOOMCHECK(loomAllReduce(s, r, c, t, op, comm, NULL)); break;
-  case COLL_ALLGATHER: LOOMCHECK(loomAllGather(s, r, c, t, comm, NULL)); break;
-  case COLL_REDUCESCATTER: LOOMCHECK(loomReduceScatter(s, r, c, t, op, comm, NULL)); break;
-  case COLL_BROADCAST: LOOMCHECK(loomBroadcast(s, r, c, t, root, comm, NULL)); break;
-  case COLL_REDUCE: LOOMCHECK(loomReduce(s, r, c, t, op, root, comm, NULL)); break;
-  case COLL_ALLTOALL: LOOMCHECK(loomAllToAll(s, r, c, t, comm, NULL)); break;
-  case COLL_GATHER: LOOMCHECK(loomGather(s, r, c, t, root, comm, NULL)); break;
-  case COLL_SCATTER: LOOMCHECK(loomScatter(s, r, c, t, root, comm, NULL)); break;
+  case COLL_ALLREDUCE: LOOMCHECK(loomAllReduce(s, r, c, t, op, comm, st)); break;
+  case COLL_ALLGATHER: LOOMCHECK(loomAllGather(s, r, c, t, comm, st)); break;
+  case COLL_REDUCESCATTER: LOOMCHECK(loomReduceScatter(s, r, c, t, op, comm, st)); break;
+  case COLL_BROADCAST: LOOMCHECK(loomBroadcast(s, r, c, t, root, comm, st)); break;
+  case COLL_REDUCE: LOOMCHECK(loomReduce(s, r, c, t, op, root, comm, st)); break;
+  case COLL_ALLTOALL: LOOMCHECK(loomAllToAll(s, r, c, t, comm, st)); break;
+  case COLL_GATHER: LOOMCHECK(loomGather(s, r, c, t, root, comm, st)); break;
+  case COLL_SCATTER: LOOMCHECK(loomScatter(s, r, c, t, root, comm, st)); break;
   case COLL_SENDRECV:
     LOOMCHECK(loomGroupStart());
-    LOOMCHECK(loomSend(s, c, t, (b->rank + 1) % n, comm, NULL));
-    LOOMCHECK(loomRecv(r, c, t, (b->rank + n - 1) % n, comm, NULL));
+    LOOMCHECK(loomSend(s, c, t, (b->rank + 1) % n, comm, st));
+    LOOMCHECK(loomRecv(r, c, t, (b->rank + n - 1) % n, comm, st));
     LOOMCHECK(loomGroupEnd());
     break;
-  case COLL_BARRIER: LOOMCHECK(loomBarrier(comm, NULL)); break;
+  case COLL_BARRIER: LOOMCHECK(loomBarrier(comm, st)); break;
   default: break;
   }
+}
+
+/* Waits for the calls queued on b->stream (-z); an error among them ends
+ * the run, as any Loom error does. */
+static void complete(bench_t *b) {
+  if (b->stream != NULL)
+    LOOMCHECK(loomStreamSynchronize(b->stream));
+}
+
+/* One timed iteration: -m calls in one loomGroupStart/End (one call
+ * without -m); with -z 1 the stream is synchronised after it. */
+static void run_batch(bench_t *b, size_t c, int in_place) {
+  int agg = b->o.agg_iters;
+  if (agg > 1)
+    LOOMCHECK(loomGroupStart());
+  for (int k = 0; k < agg; k++)
+    run_coll(b, c, in_place);
+  if (agg > 1)
+    LOOMCHECK(loomGroupEnd());
+  if (b->o.blocking == 1)
+    complete(b);
+}
+
+/* --peer mpi: `calls` out-of-place calls of MPI's matching collective. */
+static void run_peer(bench_t *b, size_t c, int calls) {
+  struct perf_peer_call pc = {b->o.coll, b->o.type, b->o.op, b->o.root, b->rank,
+                              b->nranks, c, b->send, b->recv};
+  for (int k = 0; k < calls; k++)
+    perf_peer_run(&pc);
 }
 
 /* -G: T all-reduces of c elements each (tensor k at element k*c of send
@@ -501,8 +329,14 @@ static int64_t count_wrong(bench_t *b, const void *out, size_t nelem, size_t c,
   return wrong;
 }
 
-/* One checked run; returns the number of wrong elements over all ranks. */
-static int64_t check_once(bench_t *b, size_t c, int in_place) {
+enum { CHECK_OOP, CHECK_INPLACE, CHECK_PEER };
+
+/* One checked run; returns the number of wrong elements over all ranks.
+ * Out of place Loom runs a whole -m group (every call must give the same
+ * result), in place one call (each call consumes its input); CHECK_PEER
+ * runs MPI's call once. */
+static int64_t check_once(bench_t *b, size_t c, int how) {
+  int in_place = how == CHECK_INPLACE;
   size_t ts = b->tsize, ns = send_elems(b, c), no = out_elems(b, c);
   size_t span = in_place && ns > no ? ns : no, out_off = 0;
   memset(b->recv, 0x7f, span * ts); /* poison: not a value any check expects */
@@ -510,11 +344,23 @@ static int64_t check_once(bench_t *b, size_t c, int in_place) {
     memcpy((char *)b->recv + inplace_in_off(b, c) * ts, b->send, ns * ts);
     out_off = inplace_out_off(b, c);
   }
-  run_coll(b, c, in_place);
+  if (how == CHECK_PEER)
+    run_peer(b, c, 1);
+  else if (in_place)
+    run_coll(b, c, 1);
+  else
+    run_batch(b, c, 0);
+  complete(b);
+  /* MPI_Bcast leaves the root's receive buffer alone (its data is sent
+   * from the send buffer): nothing to check there. */
+  int output = has_output(b) &&
+               !(how == CHECK_PEER && b->o.coll == COLL_BROADCAST && b->rank == b->o.root);
   int64_t wrong = 0;
-  if (has_output(b))
+  if (output)
     wrong = count_wrong(b, (char *)b->recv + out_off * ts, no, c,
-                        in_place ? "in place" : "out of place");
+                        how == CHECK_PEER ? "MPI, out of place"
+                        : in_place        ? "in place"
+                                          : "out of place");
   return sum_over_ranks(b, wrong);
 }
 
@@ -564,16 +410,35 @@ static int64_t check_barrier(bench_t *b) {
   return wrong;
 }
 
-/* Average microseconds per iteration of the slowest rank. */
-static double time_run(bench_t *b, run_fn fn, size_t c, int arg) {
+/* This rank's time per call, combined over the ranks as -a says. */
+static double combine_time(bench_t *b, double us) {
+  switch (b->o.average) {
+  case AVG_RANK0:
+    LOOMCHECK(loomBroadcast(&us, &us, 1, loomFloat64, 0, b->comm, NULL));
+    return us;
+  case AVG_MEAN:
+    LOOMCHECK(loomAllReduce(&us, &us, 1, loomFloat64, loomSum, b->comm, NULL));
+    return us / b->nranks;
+  case AVG_MIN:
+    LOOMCHECK(loomAllReduce(&us, &us, 1, loomFloat64, loomMin, b->comm, NULL));
+    return us;
+  default:
+    LOOMCHECK(loomAllReduce(&us, &us, 1, loomFloat64, loomMax, b->comm, NULL));
+    return us;
+  }
+}
+
+/* Microseconds per call: -n iterations of fn (each `calls` calls), the
+ * stream synchronised at the end, combined over the ranks (-a). */
+static double time_run(bench_t *b, run_fn fn, size_t c, int arg, int calls) {
   int32_t token = 0;
   LOOMCHECK(loomAllReduce(&token, &token, 1, loomInt32, loomSum, b->comm, NULL)); /* barrier */
   double t0 = now_s();
   for (int it = 0; it < b->o.iters; it++)
     fn(b, c, arg);
-  double us = (now_s() - t0) * 1e6 / b->o.iters;
-  LOOMCHECK(loomAllReduce(&us, &us, 1, loomFloat64, loomMax, b->comm, NULL));
-  return us;
+  complete(b);
+  double us = (now_s() - t0) * 1e6 / b->o.iters / calls;
+  return combine_time(b, us);
 }
 
 typedef struct {
@@ -586,22 +451,33 @@ static void fmt_time(char *out, size_t len, double us) {
   snprintf(out, len, us >= 10000.0 ? "%7.0f" : us >= 100.0 ? "%7.1f" : "%7.2f", us);
 }
 
-/* time algbw busbw [#wrong]; wrong < 0: N/A (not checked); bytes == 0: no
- * bandwidth (N/A) */
-static void print_result(totals_t *tot, double us, size_t bytes, double factor, int64_t wrong,
-                         int with_wrong) {
-  char tstr[32], wstr[32];
-  fmt_time(tstr, sizeof tstr, us);
+static void fmt_wrong(char *out, size_t len, int64_t wrong) {
   if (wrong >= 0)
-    snprintf(wstr, sizeof wstr, "%lld", (long long)wrong);
+    snprintf(out, len, "%lld", (long long)wrong);
   else
-    snprintf(wstr, sizeof wstr, "N/A");
+    snprintf(out, len, "N/A");
+}
+
+/* A measurement as the table and the outputs show it; bytes == 0: no
+ * bandwidth (barrier). */
+static perf_meas_t measured(double us, size_t bytes, double factor, int64_t wrong) {
+  perf_meas_t m = {us, -1, -1, wrong};
   if (bytes > 0) {
-    double algbw = (double)bytes / (us * 1e3); /* bytes/us/1e3 = GB/s */
-    double busbw = algbw * factor;
-    tot->bw_sum += busbw;
+    m.algbw_gbs = (double)bytes / (us * 1e3); /* bytes/us/1e3 = GB/s */
+    m.busbw_gbs = m.algbw_gbs * factor;
+  }
+  return m;
+}
+
+/* time algbw busbw [#wrong]; N/A for what is not there */
+static void print_result(totals_t *tot, const perf_meas_t *m, int with_wrong) {
+  char tstr[32], wstr[32];
+  fmt_time(tstr, sizeof tstr, m->time_us);
+  fmt_wrong(wstr, sizeof wstr, m->wrong);
+  if (m->busbw_gbs >= 0) {
+    tot->bw_sum += m->busbw_gbs;
     tot->bw_count++;
-    printf("  %7s  %6.2f  %6.2f", tstr, algbw, busbw);
+    printf("  %7s  %6.2f  %6.2f", tstr, m->algbw_gbs, m->busbw_gbs);
   } else {
     printf("  %7s  %6s  %6s", tstr, "N/A", "N/A");
   }
@@ -610,6 +486,28 @@ static void print_result(totals_t *tot, double us, size_t bytes, double factor, 
 }
 
 static void print_na(void) { printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A"); }
+
+/* --peer and --ceiling columns of a row. */
+static void print_extra(const bench_t *b, const perf_row_t *row) {
+  if (b->o.peer_mpi) {
+    char tstr[32], wstr[32], bw[16] = "N/A", ratio[16] = "N/A";
+    fmt_time(tstr, sizeof tstr, row->peer.time_us);
+    fmt_wrong(wstr, sizeof wstr, row->peer.wrong);
+    if (row->peer.busbw_gbs >= 0)
+      snprintf(bw, sizeof bw, "%6.2f", row->peer.busbw_gbs);
+    if (row->oop.time_us > 0)
+      snprintf(ratio, sizeof ratio, "%8.2f", row->peer.time_us / row->oop.time_us);
+    printf("  %7s  %6s  %6s  %8s", tstr, bw, wstr, ratio);
+  }
+  if (b->o.ceiling) {
+    char mem[16] = "N/A", tcp[16] = "N/A";
+    if (row->mem_gbs >= 0)
+      snprintf(mem, sizeof mem, "%7.2f", row->mem_gbs);
+    if (row->tcp_gbs >= 0)
+      snprintf(tcp, sizeof tcp, "%7.2f", row->tcp_gbs);
+    printf("  %7s  %7s", mem, tcp);
+  }
+}
 
 /* Reads this host's boot id (its CLOCK_MONOTONIC) into out; "" if none. */
 static void clock_id(char *out, size_t len) {
@@ -627,113 +525,182 @@ static void clock_id(char *out, size_t len) {
   snprintf(out, len, "%s/%s", host, boot);
 }
 
-static void print_header(bench_t *b, const char *launcher) {
-  /* Every rank contributes "Pid ... on host" and its clock's identity;
-   * rank 0 prints the former. */
-  enum { INFO = 128, CLOCK = 128 };
-  char mine[INFO + CLOCK] = {0}, host[64] = "?";
+enum { INFO = 128, CLOCK = 128, NODE = 128, HOST_RECORD = INFO + CLOCK + NODE };
+
+/* Every rank's "Pid ... on host", clock identity (host/boot id) and node
+ * identity (LOOM_HOSTID when set, as Loom groups ranks; else the clock's):
+ * from them, whether all share one clock, the number of nodes, the ranks
+ * on rank 0's machine and whether rank 1 is there.  Returns the gathered
+ * records (nranks x HOST_RECORD), to free. */
+static char *gather_hosts(bench_t *b) {
+  char mine[HOST_RECORD] = {0}, host[64] = "?";
   gethostname(host, sizeof host - 1);
   snprintf(mine, INFO, "Pid %6ld on %s", (long)getpid(), host);
   clock_id(mine + INFO, CLOCK);
-  char *all = calloc((size_t)b->nranks, INFO + CLOCK);
-  if (all == NULL) {
-    fprintf(stderr, "loom-perf: out of memory\n");
-    exit(1);
-  }
-  LOOMCHECK(loomAllGather(mine, all, INFO + CLOCK, loomUint8, b->comm, NULL));
+  const char *hostid = getenv("LOOM_HOSTID");
+  const char *node = hostid && *hostid ? hostid : mine + INFO;
+  memcpy(mine + INFO + CLOCK, node, strnlen(node, NODE - 1)); /* mine is zeroed */
+  char *all = calloc((size_t)b->nranks, HOST_RECORD);
+  if (all == NULL)
+    out_of_memory();
+  LOOMCHECK(loomAllGather(mine, all, HOST_RECORD, loomUint8, b->comm, NULL));
   b->same_clock = 1;
-  for (int r = 1; r < b->nranks; r++)
-    if (strncmp(all + INFO, all + (size_t)r * (INFO + CLOCK) + INFO, CLOCK) != 0)
-      b->same_clock = 0;
-  if (b->rank == 0) {
-    const opts_t *o = &b->o;
-    int lib = 0;
-    LOOMCHECK(loomGetVersion(&lib));
-    char what[160];
-    if (o->group > 0)
-      snprintf(what, sizeof what, "allreduce, -G %d: %d calls of size/%d bytes per iteration",
-               o->group, o->group, o->group);
-    else if (coll_info[o->coll].rooted)
-      snprintf(what, sizeof what, "%s, root %d", coll_info[o->coll].name, o->root);
+  b->nodes = 0;
+  b->host_ranks = 0;
+  for (int r = 0; r < b->nranks; r++) {
+    const char *rec = all + (size_t)r * HOST_RECORD;
+    int seen = 0;
+    for (int q = 0; q < r && !seen; q++)
+      seen = strncmp(rec + INFO + CLOCK, all + (size_t)q * HOST_RECORD + INFO + CLOCK, NODE) == 0;
+    b->nodes += !seen;
+    if (strncmp(rec + INFO, all + INFO, CLOCK) == 0)
+      b->host_ranks++;
     else
-      snprintf(what, sizeof what, "%s", coll_info[o->coll].name);
-    printf("# loom-perf: %s, Loom library %d.%d.%d (header %d.%d.%d), launcher %s\n", what,
-           lib / 10000, lib / 100 % 100, lib % 100, LOOM_MAJOR, LOOM_MINOR, LOOM_PATCH,
-           launcher);
-    printf("# nRanks %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
-           "validation: %d\n",
-           b->nranks, o->min_bytes, o->max_bytes,
-           o->step_factor > 1 ? o->step_factor : o->step_bytes,
-           o->step_factor > 1 ? "factor" : "bytes", o->warmup, o->iters, o->check);
-    printf("#\n# Using ranks\n");
-    for (int r = 0; r < b->nranks; r++)
-      printf("#  Rank %2d %.*s\n", r, INFO - 1, all + (size_t)r * (INFO + CLOCK));
-    printf("#\n");
-    if (o->group > 0) {
-      printf("# size: the bytes of all %d calls together; count: elements per call;\n"
-             "# grouped: %d calls in one loomGroupStart/End (fused into buckets of\n"
-             "# LOOM_BUCKET_BYTES); separate: %d calls one by one; single: one call of\n"
-             "# the whole size; #wrong counts all three\n#\n",
+      b->same_clock = 0;
+  }
+  b->rank1_same_host =
+      b->nranks > 1 && strncmp(all + HOST_RECORD + INFO, all + INFO, CLOCK) == 0;
+  return all;
+}
+
+static void print_columns(const bench_t *b) {
+  const opts_t *o = &b->o;
+  int more = o->peer_mpi || o->ceiling;
+  printf("#%54s%-33s", "", "out-of-place");
+  printf(more ? "%-33s" : "%s", "in-place");
+  if (o->peer_mpi)
+    printf(o->ceiling ? "%-35s" : "%s", "MPI (--peer), out-of-place");
+  if (o->ceiling)
+    printf("%s", "ceilings");
+  printf("\n#%11s  %12s  %8s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "size", "count",
+         "type", "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
+         "#wrong");
+  if (o->peer_mpi)
+    printf("  %7s  %6s  %6s  %8s", "time", "busbw", "#wrong", "loom/mpi");
+  if (o->ceiling)
+    printf("  %7s  %7s", "memory", "tcp");
+  printf("\n#%11s  %12s  %8s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "(B)",
+         "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+  if (o->peer_mpi)
+    printf("  %7s  %6s  %6s  %8s", "(us)", "(GB/s)", "", "(busbw)");
+  if (o->ceiling)
+    printf("  %7s  %7s", "(GB/s)", "(GB/s)");
+  printf("\n");
+}
+
+static void print_header(bench_t *b, const char *hosts, const perf_launch_t *l) {
+  if (b->rank != 0)
+    return;
+  const opts_t *o = &b->o;
+  int lib = 0;
+  LOOMCHECK(loomGetVersion(&lib));
+  char what[160];
+  if (o->group > 0)
+    snprintf(what, sizeof what, "allreduce, -G %d: %d calls of size/%d bytes per iteration",
              o->group, o->group, o->group);
-      printf("#%45s%-25s%-25s%s\n", "", "grouped", "separate", "single call");
-      printf("#%11s  %12s  %8s  %6s  %7s  %6s  %6s  %7s  %6s  %6s  %7s  %6s  %6s  %6s\n",
-             "size", "count", "type", "redop", "time", "algbw", "busbw", "time", "algbw",
-             "busbw", "time", "algbw", "busbw", "#wrong");
-      printf("#%11s  %12s  %8s  %6s  %7s  %6s  %6s  %7s  %6s  %6s  %7s  %6s  %6s  %6s\n",
-             "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)", "(GB/s)",
-             "(GB/s)", "(us)", "(GB/s)", "(GB/s)", "");
-    } else {
-      printf("#%54s%-33s%s\n", "", "out-of-place", "in-place");
-      printf("#%11s  %12s  %8s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size",
-             "count", "type", "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw",
-             "busbw", "#wrong");
-      printf("#%11s  %12s  %8s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)",
-             "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)",
-             "");
-    }
-    fflush(stdout);
-  }
-  free(all);
-}
-
-/* The size after `bytes` in the sweep; 0 when there is none. */
-static int next_size(const opts_t *o, size_t *bytes) {
-  if (o->step_factor > 1) {
-    if (*bytes > SIZE_MAX / o->step_factor)
-      return 0;
-    *bytes = *bytes == 0 ? 1 : *bytes * o->step_factor;
+  else if (coll_info[o->coll].rooted)
+    snprintf(what, sizeof what, "%s, root %d", coll_info[o->coll].name, o->root);
+  else
+    snprintf(what, sizeof what, "%s", coll_info[o->coll].name);
+  printf("# loom-perf: %s, Loom library %d.%d.%d (header %d.%d.%d), launcher %s, "
+         "rendezvous %s\n", what, lib / 10000, lib / 100 % 100, lib % 100, LOOM_MAJOR,
+         LOOM_MINOR, LOOM_PATCH, l->launcher, l->rendezvous);
+  printf("# nRanks %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: %d iters: %d "
+         "validation: %d\n",
+         b->nranks, o->min_bytes, o->max_bytes,
+         o->step_factor > 1 ? o->step_factor : o->step_bytes,
+         o->step_factor > 1 ? "factor" : "bytes", o->warmup, o->iters, o->check);
+  printf("# agg iters: %d  time across ranks (-a): %s  blocking (-z): %s\n", o->agg_iters,
+         perf_average_name(o->average),
+         o->blocking < 0 ? "no stream (calls run on this thread)"
+         : o->blocking ? "1 (stream synchronized after every call)"
+                       : "0 (stream synchronized once per -n iterations)");
+  printf("#\n# Using ranks\n");
+  for (int r = 0; r < b->nranks; r++)
+    printf("#  Rank %2d %.*s\n", r, INFO - 1, hosts + (size_t)r * HOST_RECORD);
+  printf("#\n");
+  if (o->group > 0) {
+    printf("# size: the bytes of all %d calls together; count: elements per call;\n"
+           "# grouped: %d calls in one loomGroupStart/End (fused into buckets of\n"
+           "# LOOM_BUCKET_BYTES); separate: %d calls one by one; single: one call of\n"
+           "# the whole size; #wrong counts all three\n#\n",
+           o->group, o->group, o->group);
+    printf("#%45s%-25s%-25s%s\n", "", "grouped", "separate", "single call");
+    printf("#%11s  %12s  %8s  %6s  %7s  %6s  %6s  %7s  %6s  %6s  %7s  %6s  %6s  %6s\n",
+           "size", "count", "type", "redop", "time", "algbw", "busbw", "time", "algbw",
+           "busbw", "time", "algbw", "busbw", "#wrong");
+    printf("#%11s  %12s  %8s  %6s  %7s  %6s  %6s  %7s  %6s  %6s  %7s  %6s  %6s  %6s\n",
+           "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)", "(GB/s)",
+           "(GB/s)", "(us)", "(GB/s)", "(GB/s)", "");
   } else {
-    if (*bytes > SIZE_MAX - o->step_bytes)
-      return 0;
-    *bytes += o->step_bytes;
+    if (o->peer_mpi)
+      printf("# MPI (--peer mpi): the matching MPI collective on the same buffers, out of\n"
+             "# place, checked; loom/mpi = Loom's out-of-place busbw / MPI's (> 1: Loom\n"
+             "# faster)\n");
+    if (o->ceiling)
+      printf("# ceilings (--ceiling): memory = busbw of the ideal collective in memory\n"
+             "# (rank 0's threads); tcp = one TCP stream rank 0 -> rank 1, bytes/s\n");
+    print_columns(b);
   }
-  return *bytes <= o->max_bytes;
+  fflush(stdout);
 }
 
-static void print_row_start(const bench_t *b, size_t bytes, size_t count, const char *type) {
-  const char *redop = coll_info[b->o.coll].reduces ? op_names[b->o.op] : "none";
-  printf("%12zu  %12zu  %8s  %6s", bytes, count, type, redop);
+static void record_row(bench_t *b, const perf_row_t *row) {
+  if (b->rank == 0 && perf_results_add(&b->res, row) != 0)
+    out_of_memory();
 }
 
-/* The usual sweep: one row per size, out of place then in place. */
+/* --peer mpi at count c: checked once, then -w warm-up and -n timed
+ * iterations of -m calls each. */
+static void measure_peer(bench_t *b, size_t c, double factor, size_t bytes, totals_t *tot,
+                         perf_row_t *row) {
+  int64_t wrong = -1;
+  if (b->o.check && b->o.coll != COLL_BARRIER) {
+    wrong = check_once(b, c, CHECK_PEER);
+    tot->wrong += wrong;
+  }
+  for (int w = 0; w < b->o.warmup; w++)
+    run_peer(b, c, b->o.agg_iters);
+  double us = time_run(b, run_peer, c, b->o.agg_iters, b->o.agg_iters);
+  row->peer = measured(us, bytes, factor, wrong);
+  row->has_peer = 1;
+}
+
+static void print_row(bench_t *b, totals_t *tot, perf_row_t *row, const char *type,
+                      const char *redop) {
+  if (b->rank != 0)
+    return;
+  printf("%12zu  %12zu  %8s  %6s", row->bytes, row->count, type, redop);
+  print_result(tot, &row->oop, 1);
+  if (row->has_ip)
+    print_result(tot, &row->ip, 1);
+  else
+    print_na();
+  print_extra(b, row);
+  printf("\n");
+  fflush(stdout);
+  record_row(b, row);
+}
+
+/* The usual sweep: one row per size, out of place then in place, then
+ * the peer and the ceilings when asked for. */
 static void sweep(bench_t *b, totals_t *tot) {
   const opts_t *o = &b->o;
   const coll_t coll = o->coll;
+  const int agg = o->agg_iters;
+  const char *redop = coll_info[coll].reduces ? op_names[o->op] : "none";
   double factor = bus_factor(coll, b->nranks);
   unsigned seed = 0;
   if (coll == COLL_BARRIER) { /* latency only: one row */
+    perf_row_t row = {.mem_gbs = -1, .tcp_gbs = -1};
     int64_t wrong = o->check ? check_barrier(b) : -1;
     tot->wrong += wrong > 0 ? wrong : 0;
     for (int w = 0; w < o->warmup; w++)
-      run_coll(b, 0, 0);
-    double us = time_run(b, run_coll, 0, 0);
-    if (b->rank == 0) {
-      printf("%12d  %12d  %8s  %6s", 0, 0, "none", "none");
-      print_result(tot, us, 0, factor, wrong, 1);
-      print_na();
-      printf("\n");
-      fflush(stdout);
-    }
+      run_batch(b, 0, 0);
+    row.oop = measured(time_run(b, run_batch, 0, 0, agg), 0, factor, wrong);
+    if (o->peer_mpi)
+      measure_peer(b, 0, factor, 0, tot, &row);
+    print_row(b, tot, &row, "none", "none");
     return;
   }
   for (size_t bytes = o->min_bytes;;) {
@@ -742,32 +709,34 @@ static void sweep(bench_t *b, totals_t *tot) {
       count /= (size_t)b->nranks;
     size_t total = count * b->tsize * (coll_info[coll].per_rank ? (size_t)b->nranks : 1);
     if (count > 0) {
+      perf_row_t row = {.bytes = total, .count = count, .mem_gbs = -1, .tcp_gbs = -1};
       int64_t wrong_oop = -1, wrong_ip = -1;
       if (o->check) {
         prepare(b, count, seed++);
-        wrong_oop = check_once(b, count, 0);
+        wrong_oop = check_once(b, count, CHECK_OOP);
         tot->wrong += wrong_oop;
         if (coll_info[coll].check_inplace) {
-          wrong_ip = check_once(b, count, 1);
+          wrong_ip = check_once(b, count, CHECK_INPLACE);
           tot->wrong += wrong_ip;
         }
       }
       for (int w = 0; w < o->warmup; w++)
-        run_coll(b, count, 0);
-      double us_oop = time_run(b, run_coll, count, 0);
-      double us_ip = coll_info[coll].in_place ? time_run(b, run_coll, count, 1) : 0;
-      if (b->rank == 0) {
-        print_row_start(b, total, count, type_info[o->type].name);
-        print_result(tot, us_oop, total, factor, wrong_oop, 1);
-        if (coll_info[coll].in_place)
-          print_result(tot, us_ip, total, factor, wrong_ip, 1);
-        else
-          print_na();
-        printf("\n");
-        fflush(stdout);
+        run_batch(b, count, 0);
+      row.oop = measured(time_run(b, run_batch, count, 0, agg), total, factor, wrong_oop);
+      if (coll_info[coll].in_place) {
+        row.ip = measured(time_run(b, run_batch, count, 1, agg), total, factor, wrong_ip);
+        row.has_ip = 1;
       }
+      if (o->peer_mpi)
+        measure_peer(b, count, factor, total, tot, &row);
+      if (b->ceiling != NULL) {
+        long long cw = 0;
+        LOOMCHECK(perf_ceiling_measure(b->ceiling, total, &row.mem_gbs, &row.tcp_gbs, &cw));
+        tot->wrong += cw;
+      }
+      print_row(b, tot, &row, type_info[o->type].name, redop);
     }
-    if (!next_size(o, &bytes))
+    if (!perf_next_size(o, &bytes))
       break;
   }
 }
@@ -794,20 +763,22 @@ static void sweep_grouped(bench_t *b, totals_t *tot) {
       for (int how = 0; how < FUSE_WAYS; how++) {
         for (int w = 0; w < o->warmup; w++)
           run_fused(b, count, how);
-        us[how] = time_run(b, run_fused, count, how);
+        us[how] = time_run(b, run_fused, count, how, 1);
       }
       if (b->rank == 0) {
-        print_row_start(b, total, count, type_info[o->type].name);
-        for (int how = 0; how < FUSE_WAYS; how++)
-          print_result(tot, us[how], total, factor, 0, 0);
-        char wstr[32] = "N/A";
-        if (wrong >= 0)
-          snprintf(wstr, sizeof wstr, "%lld", (long long)wrong);
+        printf("%12zu  %12zu  %8s  %6s", total, count, type_info[o->type].name,
+               op_names[o->op]);
+        for (int how = 0; how < FUSE_WAYS; how++) {
+          perf_meas_t m = measured(us[how], total, factor, 0);
+          print_result(tot, &m, 0);
+        }
+        char wstr[32];
+        fmt_wrong(wstr, sizeof wstr, wrong);
         printf("  %6s\n", wstr);
         fflush(stdout);
       }
     }
-    if (!next_size(o, &bytes))
+    if (!perf_next_size(o, &bytes))
       break;
   }
 }
@@ -818,25 +789,24 @@ static int autotune_measure(void *ctx, loomComm_t comm, const char *coll, size_t
                             struct perf_sample *s) {
   bench_t *b = ctx;
   static unsigned seed;
-  int k = 0;
-  while (k < COLL_COUNT - 1 && strcmp(coll_info[k].name, coll) != 0)
-    k++;
+  coll_t k = COLL_ALLREDUCE;
+  (void)coll_by_name(coll, &k);
   int per_rank = coll_info[k].per_rank;
   size_t count = bytes / b->tsize / (per_rank ? (size_t)b->nranks : 1);
   if (count == 0)
     return 1;
   loomComm_t parent = b->comm;
   b->comm = comm;
-  b->o.coll = (coll_t)k;
+  b->o.coll = k;
   s->bytes = count * b->tsize * (per_rank ? (size_t)b->nranks : 1);
   s->wrong = -1;
   if (b->o.check) {
     prepare(b, count, seed++);
-    s->wrong = check_once(b, count, 0) + check_once(b, count, 1);
+    s->wrong = check_once(b, count, CHECK_OOP) + check_once(b, count, CHECK_INPLACE);
   }
   for (int w = 0; w < b->o.warmup; w++)
     run_coll(b, count, 0);
-  s->us = time_run(b, run_coll, count, 0);
+  s->us = time_run(b, run_coll, count, 0, 1);
   b->comm = parent;
   return 0;
 }
@@ -847,13 +817,12 @@ static int autotune(bench_t *b, int argc, char **argv) {
   size_t *sizes = NULL, bytes = b->o.min_bytes;
   int n = 0;
   do {
-    sizes = realloc(sizes, (size_t)(n + 1) * sizeof *sizes);
-    if (sizes == NULL) {
-      fprintf(stderr, "loom-perf: out of memory\n");
-      exit(1);
-    }
+    size_t *grown = realloc(sizes, (size_t)(n + 1) * sizeof *sizes);
+    if (grown == NULL)
+      out_of_memory();
+    sizes = grown;
     sizes[n++] = bytes;
-  } while (next_size(&b->o, &bytes));
+  } while (perf_next_size(&b->o, &bytes));
   struct perf_autotune a = {b->o.autotune, b->o.autotune_colls, b->comm, b->rank, b->nranks,
                             sizes, n, b->o.iters, b->o.warmup, argc, argv, autotune_measure, b};
   int status = perf_autotune_run(&a);
@@ -861,80 +830,133 @@ static int autotune(bench_t *b, int argc, char **argv) {
   return status;
 }
 
-/* Chooses the rendezvous address; exits with a message when there is none. */
-static void setup_comm_id(int rank, int nranks) {
-  const char *id = getenv("LOOM_COMM_ID");
-  if (id != NULL && *id != '\0')
-    return;
-  const char *addr = getenv("MASTER_ADDR"), *port = getenv("MASTER_PORT");
-  if (addr != NULL && *addr != '\0' && port != NULL && *port != '\0') {
-    int p;
-    if (parse_int(port, 1, &p) || p >= 65535) {
-      fprintf(stderr, "loom-perf: rank %d: bad MASTER_PORT '%s'\n", rank, port);
-      exit(1);
-    }
-    char buf[300];
-    int v6 = strchr(addr, ':') != NULL && addr[0] != '[';
-    snprintf(buf, sizeof buf, v6 ? "[%s]:%d" : "%s:%d", addr, p + 1);
-    if (setenv("LOOM_COMM_ID", buf, 1) != 0) {
-      perror("loom-perf: setenv");
-      exit(1);
-    }
-    if (rank == 0)
-      printf("# LOOM_COMM_ID unset: using MASTER_ADDR:(MASTER_PORT+1) = %s\n", buf);
-    return;
-  }
-  if (nranks == 1)
-    return; /* a lone rank can host its own root */
-  if (rank != 0) { /* rank 0 explains */
-    fprintf(stderr, "loom-perf: rank %d: LOOM_COMM_ID is not set\n", rank);
-    exit(1);
-  }
-  fprintf(stderr,
-          "loom-perf: rank %d: no rendezvous address: LOOM_COMM_ID is not set.\n"
-          "  Run under loomrun (e.g. 'loomrun -n %d loom-perf ...'), or set\n"
-          "  LOOM_COMM_ID=host:port (the same on every rank; rank 0 listens there),\n"
-          "  or MASTER_ADDR and MASTER_PORT as torchrun does.\n",
-          rank, nranks);
-  exit(1);
-}
-
 static void *alloc_buf(size_t bytes) {
   size_t align = 4096, rounded = (bytes + align - 1) / align * align;
   void *p = aligned_alloc(align, rounded ? rounded : align);
   if (p == NULL) {
     fprintf(stderr, "loom-perf: rank %d: cannot allocate %zu bytes\n", g_rank, bytes);
-    exit(1);
+    perf_launch_abort(g_launch, 1);
   }
   return p;
 }
 
+/* Rank 0 opens --json and --csv and finds gnuplot for --plot before the
+ * sweep, and every rank learns whether that worked. */
+static int open_outputs(bench_t *b, FILE **json, FILE **csv) {
+  int32_t ok = 1;
+  if (b->rank == 0) {
+    if (b->o.json != NULL && (*json = perf_output_open(b->o.json)) == NULL)
+      ok = 0;
+    if (ok && b->o.csv != NULL && (*csv = perf_output_open(b->o.csv)) == NULL)
+      ok = 0;
+    if (ok && b->o.plot != NULL && !perf_plot_available())
+      ok = 0;
+  }
+  LOOMCHECK(loomAllReduce(&ok, &ok, 1, loomInt32, loomMin, b->comm, NULL));
+  return ok;
+}
+
+static void open_ceiling(bench_t *b) {
+  struct perf_ceiling_cfg cfg = {b->comm, b->rank, b->nranks, b->host_ranks,
+                                 b->rank1_same_host, b->o.coll, b->o.max_bytes,
+                                 b->o.iters, b->o.warmup, b->o.check};
+  LOOMCHECK(perf_ceiling_open(&cfg, &b->ceiling));
+}
+
+/* The peak of one ceiling column, for the summary. */
+static void print_ceiling_peak(const perf_results_t *res, int tcp, const char *label,
+                               const char *what) {
+  double peak = -1;
+  size_t at = 0;
+  for (int i = 0; i < res->nrows; i++) {
+    double v = tcp ? res->rows[i].tcp_gbs : res->rows[i].mem_gbs;
+    if (v > peak) {
+      peak = v;
+      at = res->rows[i].bytes;
+    }
+  }
+  if (peak >= 0)
+    printf("# %s: %s; peak %.2f GB/s at %zu bytes\n", label, what, peak, at);
+  else
+    printf("# %s: %s\n", label, what);
+}
+
+static void print_summary(bench_t *b, const totals_t *tot) {
+  printf("# Out of bounds values : %lld %s\n", (long long)tot->wrong,
+         tot->wrong ? "FAILED" : "OK");
+  if (tot->bw_count > 0)
+    printf("# Avg bus bandwidth    : %g \n", tot->bw_sum / tot->bw_count);
+  else
+    printf("# Avg bus bandwidth    : N/A \n");
+  if (b->ceiling != NULL) {
+    print_ceiling_peak(&b->res, 0, "Memory ceiling", perf_ceiling_mem_what(b->ceiling));
+    print_ceiling_peak(&b->res, 1, "TCP ceiling   ", perf_ceiling_tcp_what(b->ceiling));
+  }
+  printf("#\n");
+  fflush(stdout);
+}
+
+/* Rank 0: the run's description, then --json and --csv; 0 or -1. */
+static int write_outputs(bench_t *b, const totals_t *tot, const perf_launch_t *l, FILE *json,
+                         FILE *csv) {
+  perf_results_t *r = &b->res;
+  const opts_t *o = &b->o;
+  int lib = 0;
+  LOOMCHECK(loomGetVersion(&lib));
+  snprintf(r->version, sizeof r->version, "%d.%d.%d", lib / 10000, lib / 100 % 100, lib % 100);
+  r->collective = coll_info[o->coll].name;
+  r->datatype = type_info[o->type].name;
+  r->op = coll_info[o->coll].reduces ? op_names[o->op] : "none";
+  r->launcher = l->launcher;
+  r->nranks = b->nranks;
+  r->nodes = b->nodes;
+  r->root = o->root;
+  r->iters = o->iters;
+  r->warmup = o->warmup;
+  r->agg_iters = o->agg_iters;
+  r->average = o->average;
+  r->blocking = o->blocking;
+  r->peer_mpi = o->peer_mpi;
+  r->ceiling = o->ceiling;
+  r->avg_busbw_gbs = tot->bw_count > 0 ? tot->bw_sum / tot->bw_count : -1;
+  if (b->ceiling != NULL) {
+    snprintf(r->mem_what, sizeof r->mem_what, "%s", perf_ceiling_mem_what(b->ceiling));
+    snprintf(r->tcp_what, sizeof r->tcp_what, "%s", perf_ceiling_tcp_what(b->ceiling));
+  }
+  int status = 0;
+  if (json != NULL && perf_write_json(r, json, o->json) != 0)
+    status = -1;
+  if (csv != NULL && perf_write_csv(r, csv, o->csv) != 0)
+    status = -1;
+  return status;
+}
+
 int main(int argc, char **argv) {
   bench_t b = {0};
-  parse_args(argc, argv, &b.o);
+  perf_parse_args(argc, argv, &b.o);
   const opts_t *o = &b.o;
 
-  loomLaunchInfo_t li;
-  loomResult_t res = loomGetLaunchInfo(&li);
-  if (res != loomSuccess) {
-    fprintf(stderr, "loom-perf: cannot tell this process's rank: %s: %s\n"
-            "  Run under a launcher, e.g. 'loomrun -n 4 loom-perf ...'.\n",
-            loomGetErrorString(res), loomGetLastError(NULL));
-    return 1;
-  }
-  b.rank = g_rank = li.rank;
-  b.nranks = li.nranks;
+  perf_launch_t launch;
+  perf_launch_start(&argc, &argv, o->peer_mpi, &launch);
+  g_launch = &launch;
+  b.rank = g_rank = launch.rank;
+  b.nranks = launch.nranks;
+  const char *bad = NULL;
+  char msg[96];
   if (o->autotune != NULL && b.nranks < 2)
-    usage_error("--autotune needs 2 or more ranks (one rank has nothing to choose)%s", "");
-  if ((coll_info[o->coll].rooted || o->autotune) && o->root >= b.nranks) { /* every rank says it */
-    char msg[96];
+    bad = "--autotune needs 2 or more ranks (one rank has nothing to choose)";
+  if ((coll_info[o->coll].rooted || o->autotune) && o->root >= b.nranks) {
     snprintf(msg, sizeof msg, "root %d is not a rank (there are %d)", o->root, b.nranks);
-    usage_error("%s", msg);
+    bad = msg;
   }
-  setup_comm_id(b.rank, b.nranks);
+  if (bad != NULL) { /* every rank says it */
+    fprintf(stderr, "loom-perf: %s\n(loom-perf -h lists the options)\n", bad);
+    perf_launch_end(&launch);
+    return 2;
+  }
 
   loomUniqueId id;
-  LOOMCHECK(loomGetUniqueId(&id));
+  LOOMCHECK(perf_launch_unique_id(&launch, &id));
   LOOMCHECK(loomCommInitRank(&b.comm, b.nranks, id, b.rank));
   g_comm = b.comm;
   int n = 0, r = 0;
@@ -944,8 +966,17 @@ int main(int argc, char **argv) {
     fprintf(stderr, "loom-perf: rank %d: communicator says rank %d of %d, launcher says %d of %d\n",
             b.rank, r, n, b.rank, b.nranks);
     loomCommAbort(b.comm);
+    perf_launch_abort(&launch, 1);
+  }
+  FILE *json = NULL, *csv = NULL;
+  if (!open_outputs(&b, &json, &csv)) { /* rank 0 said why */
+    LOOMCHECK(loomCommFinalize(b.comm));
+    LOOMCHECK(loomCommDestroy(b.comm));
+    perf_launch_end(&launch);
     return 1;
   }
+  if (o->blocking != BLOCKING_NO_STREAM)
+    LOOMCHECK(loomStreamCreate(&b.stream));
 
   b.tsize = type_info[o->type].size;
   int64_t m = type_info[o->type].exact_max / b.nranks;
@@ -963,32 +994,38 @@ int main(int argc, char **argv) {
   memset(b.recv, 0, max);
 
   totals_t tot = {0, 0, 0};
+  int status = 0;
   if (o->autotune != NULL) {
     tot.wrong = autotune(&b, argc, argv); /* prints its own table */
   } else {
-    print_header(&b, li.launcher ? li.launcher : "?");
+    char *hosts = gather_hosts(&b);
+    print_header(&b, hosts, &launch);
+    free(hosts);
+    if (o->ceiling)
+      open_ceiling(&b);
     if (o->group > 0)
       sweep_grouped(&b, &tot);
     else
       sweep(&b, &tot);
+    if (b.rank == 0) {
+      print_summary(&b, &tot);
+      if (write_outputs(&b, &tot, &launch, json, csv) != 0)
+        status = 1;
+    }
+    perf_ceiling_close(b.ceiling);
   }
 
-  if (b.rank == 0 && o->autotune == NULL) {
-    printf("# Out of bounds values : %lld %s\n", (long long)tot.wrong,
-           tot.wrong ? "FAILED" : "OK");
-    if (tot.bw_count > 0)
-      printf("# Avg bus bandwidth    : %g \n", tot.bw_sum / tot.bw_count);
-    else
-      printf("# Avg bus bandwidth    : N/A \n");
-    printf("#\n");
-    fflush(stdout);
-  }
-
+  if (b.stream != NULL)
+    LOOMCHECK(loomStreamDestroy(b.stream));
   LOOMCHECK(loomCommFinalize(b.comm));
   LOOMCHECK(loomCommDestroy(b.comm));
   g_comm = NULL;
+  perf_launch_end(&launch);
+  if (b.rank == 0 && o->plot != NULL && perf_plot(&b.res, o->plot) != 0)
+    status = 1;
+  perf_results_free(&b.res);
   free(b.send);
   free(b.recv);
   free(b.expect);
-  return tot.wrong ? 1 : 0;
+  return tot.wrong ? 1 : status;
 }

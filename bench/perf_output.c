@@ -1,0 +1,249 @@
+/*
+ * perf_output.c — loom-perf's results as JSON and CSV (see perf_results.h).
+ *
+ * JSON: {"tool":"loom-perf","version":"0.1.0","collective":"allreduce",
+ *        "nranks":4,"nodes":1,"datatype":"float","op":"sum","root":0,
+ *        "iters":20,"warmup":5,"agg_iters":1,"average":3,"blocking":null,
+ *        "launcher":"loomrun","peer":"mpi"|null,
+ *        "rows":[{"bytes":B,"count":C,
+ *                 "oop":{"time_us":..,"algbw_gbs":..,"busbw_gbs":..,"wrong":0},
+ *                 "ip":{...}|null,
+ *                 "peer":{"time_us":..,"busbw_gbs":..,"wrong":0,"ratio":..},
+ *                 "ceiling":{"mem_busbw_gbs":..,"tcp_gbs":..}}],
+ *        "avg_busbw_gbs":..,"ceiling":{"memory":"...","tcp":"..."}}
+ * "peer" in a row only with --peer mpi, "ceiling" only with --ceiling;
+ * "wrong" is null when not checked, bandwidths null when there is none
+ * (barrier); "ratio" is Loom's out-of-place busbw over MPI's (its time
+ * over Loom's), above 1 when Loom is faster.
+ * CSV: one header line, then one line per row with every column always
+ * present (empty when not measured), so files of several runs concatenate.
+ */
+#define _POSIX_C_SOURCE 200809L
+
+#include "perf_results.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+int perf_results_add(perf_results_t *r, const perf_row_t *row) {
+  if (r->nrows == r->cap) {
+    int cap = r->cap ? 2 * r->cap : 32;
+    perf_row_t *rows = realloc(r->rows, (size_t)cap * sizeof *rows);
+    if (rows == NULL)
+      return -1;
+    r->rows = rows;
+    r->cap = cap;
+  }
+  r->rows[r->nrows++] = *row;
+  return 0;
+}
+
+void perf_results_free(perf_results_t *r) {
+  free(r->rows);
+  r->rows = NULL;
+  r->nrows = r->cap = 0;
+}
+
+FILE *perf_output_open(const char *path) {
+  if (strcmp(path, "-") == 0) {
+    /* The results take stdout; the human table follows stderr. */
+    fflush(stdout);
+    int fd = dup(STDOUT_FILENO);
+    FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+    if (f == NULL || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) {
+      fprintf(stderr, "loom-perf: cannot set stdout aside for the results: %s\n",
+              strerror(errno));
+      return NULL;
+    }
+    return f;
+  }
+  FILE *f = fopen(path, "w");
+  if (f == NULL)
+    fprintf(stderr, "loom-perf: cannot write '%s': %s\n", path, strerror(errno));
+  return f;
+}
+
+/* ---- JSON -------------------------------------------------------------------- */
+
+static void json_string(FILE *f, const char *s) {
+  if (s == NULL) {
+    fputs("null", f);
+    return;
+  }
+  fputc('"', f);
+  for (; *s; s++) {
+    unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\')
+      fprintf(f, "\\%c", c);
+    else if (c < 0x20)
+      fprintf(f, "\\u%04x", c);
+    else
+      fputc(c, f);
+  }
+  fputc('"', f);
+}
+
+/* A number, or null when negative (meaning "none") or not finite. */
+static void json_number(FILE *f, double v) {
+  if (v < 0 || !isfinite(v))
+    fputs("null", f);
+  else
+    fprintf(f, "%.6g", v);
+}
+
+static void json_wrong(FILE *f, int64_t wrong) {
+  if (wrong < 0)
+    fputs("null", f);
+  else
+    fprintf(f, "%" PRId64, wrong);
+}
+
+static void json_meas(FILE *f, const perf_meas_t *m) {
+  fputs("{\"time_us\":", f);
+  json_number(f, m->time_us);
+  fputs(",\"algbw_gbs\":", f);
+  json_number(f, m->algbw_gbs);
+  fputs(",\"busbw_gbs\":", f);
+  json_number(f, m->busbw_gbs);
+  fputs(",\"wrong\":", f);
+  json_wrong(f, m->wrong);
+  fputc('}', f);
+}
+
+static double ratio(const perf_row_t *row) {
+  return row->oop.time_us > 0 ? row->peer.time_us / row->oop.time_us : -1;
+}
+
+static void json_row(FILE *f, const perf_results_t *r, const perf_row_t *row) {
+  fprintf(f, "{\"bytes\":%zu,\"count\":%zu,\"oop\":", row->bytes, row->count);
+  json_meas(f, &row->oop);
+  fputs(",\"ip\":", f);
+  if (row->has_ip)
+    json_meas(f, &row->ip);
+  else
+    fputs("null", f);
+  if (row->has_peer) {
+    fputs(",\"peer\":{\"time_us\":", f);
+    json_number(f, row->peer.time_us);
+    fputs(",\"busbw_gbs\":", f);
+    json_number(f, row->peer.busbw_gbs);
+    fputs(",\"wrong\":", f);
+    json_wrong(f, row->peer.wrong);
+    fputs(",\"ratio\":", f);
+    json_number(f, ratio(row));
+    fputc('}', f);
+  }
+  if (r->ceiling) {
+    fputs(",\"ceiling\":{\"mem_busbw_gbs\":", f);
+    json_number(f, row->mem_gbs);
+    fputs(",\"tcp_gbs\":", f);
+    json_number(f, row->tcp_gbs);
+    fputc('}', f);
+  }
+  fputc('}', f);
+}
+
+static int finish(FILE *f, const char *path) {
+  int bad = ferror(f);
+  if (fclose(f) != 0 || bad) {
+    fprintf(stderr, "loom-perf: writing '%s' failed: %s\n", path, strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+int perf_write_json(const perf_results_t *r, FILE *f, const char *path) {
+  fputs("{\"tool\":\"loom-perf\",\"version\":", f);
+  json_string(f, r->version);
+  fputs(",\"collective\":", f);
+  json_string(f, r->collective);
+  fprintf(f, ",\"nranks\":%d", r->nranks);
+  if (r->nodes > 0)
+    fprintf(f, ",\"nodes\":%d", r->nodes);
+  fputs(",\"datatype\":", f);
+  json_string(f, r->datatype);
+  fputs(",\"op\":", f);
+  json_string(f, r->op);
+  fprintf(f, ",\"root\":%d,\"iters\":%d,\"warmup\":%d,\"agg_iters\":%d,\"average\":%d",
+          r->root, r->iters, r->warmup, r->agg_iters, r->average);
+  if (r->blocking < 0)
+    fputs(",\"blocking\":null", f);
+  else
+    fprintf(f, ",\"blocking\":%d", r->blocking);
+  fputs(",\"launcher\":", f);
+  json_string(f, r->launcher);
+  fputs(",\"peer\":", f);
+  json_string(f, r->peer_mpi ? "mpi" : NULL);
+  fputs(",\"rows\":[", f);
+  for (int i = 0; i < r->nrows; i++) {
+    fputs(i ? ",\n  " : "\n  ", f);
+    json_row(f, r, &r->rows[i]);
+  }
+  fputs("],\n \"avg_busbw_gbs\":", f);
+  json_number(f, r->avg_busbw_gbs);
+  if (r->ceiling) {
+    fputs(",\"ceiling\":{\"memory\":", f);
+    json_string(f, r->mem_what);
+    fputs(",\"tcp\":", f);
+    json_string(f, r->tcp_what);
+    fputc('}', f);
+  }
+  fputs("}\n", f);
+  return finish(f, path);
+}
+
+/* ---- CSV --------------------------------------------------------------------- */
+
+static void csv_number(FILE *f, double v) {
+  fputc(',', f);
+  if (v >= 0 && isfinite(v))
+    fprintf(f, "%.6g", v);
+}
+
+static void csv_wrong(FILE *f, int64_t wrong) {
+  fputc(',', f);
+  if (wrong >= 0)
+    fprintf(f, "%" PRId64, wrong);
+}
+
+static void csv_meas(FILE *f, const perf_meas_t *m, int valid) {
+  if (!valid) {
+    fputs(",,,,", f);
+    return;
+  }
+  csv_number(f, m->time_us);
+  csv_number(f, m->algbw_gbs);
+  csv_number(f, m->busbw_gbs);
+  csv_wrong(f, m->wrong);
+}
+
+int perf_write_csv(const perf_results_t *r, FILE *f, const char *path) {
+  fputs("collective,nranks,datatype,op,root,bytes,count,"
+        "oop_time_us,oop_algbw_gbs,oop_busbw_gbs,oop_wrong,"
+        "ip_time_us,ip_algbw_gbs,ip_busbw_gbs,ip_wrong,"
+        "peer_time_us,peer_busbw_gbs,peer_wrong,ratio,"
+        "mem_busbw_gbs,tcp_gbs\n", f);
+  for (int i = 0; i < r->nrows; i++) {
+    const perf_row_t *row = &r->rows[i];
+    fprintf(f, "%s,%d,%s,%s,%d,%zu,%zu", r->collective, r->nranks, r->datatype, r->op,
+            r->root, row->bytes, row->count);
+    csv_meas(f, &row->oop, 1);
+    csv_meas(f, &row->ip, row->has_ip);
+    if (row->has_peer) {
+      csv_number(f, row->peer.time_us);
+      csv_number(f, row->peer.busbw_gbs);
+      csv_wrong(f, row->peer.wrong);
+      csv_number(f, ratio(row));
+    } else {
+      fputs(",,,,", f);
+    }
+    csv_number(f, r->ceiling ? row->mem_gbs : -1);
+    csv_number(f, r->ceiling ? row->tcp_gbs : -1);
+    fputc('\n', f);
+  }
+  return finish(f, path);
+}

@@ -20,6 +20,8 @@
 #   COLLS    collectives (default "allreduce allgather")
 #   MPIRUN   MPI launcher (default: mpirun --allow-run-as-root --oversubscribe)
 #   PYTHON   Python with torch for gloo-perf.py (default /usr/bin/python3)
+#   PLOT     FILE.png: also draw busbw against size for the four, one panel
+#            per collective (gnuplot; Debian package gnuplot-nox)
 # A program that cannot run here (no MPI, no torch) shows n/a and the rest
 # goes on.  Columns are out-of-place times (gloo: its only form; all_reduce
 # works in place).  busbw is recomputed from the median time with nccl-tests'
@@ -36,6 +38,11 @@ SIZES=${SIZES:-"-b 8 -e 64K -f 2 -n 2000 -w 200; -b 128K -e 8M -f 2 -n 50 -w 10;
 COLLS=${COLLS:-allreduce allgather}
 MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
 PYTHON=${PYTHON:-/usr/bin/python3}
+PLOT=${PLOT:-}
+if [ -n "$PLOT" ] && ! command -v gnuplot >/dev/null 2>&1; then
+  echo "$0: PLOT=$PLOT needs gnuplot (apt-get install gnuplot-nox)" >&2
+  exit 1
+fi
 here=$(dirname "$0")
 
 LOOMRUN=$BUILD/tools/loomrun
@@ -125,7 +132,8 @@ set +f
 # Data rows: size count type redop | time algbw busbw #wrong | (in place).
 for coll in $COLLS; do
   echo
-  awk -v np="$NP" -v coll="$coll" -v tools="$tools" -v targets="$tmp/targets" '
+  awk -v np="$NP" -v coll="$coll" -v tools="$tools" -v targets="$tmp/targets" \
+    -v plotdata="$tmp/$coll.dat" '
     function median(list,   a, k, i, j, t) {
       k = split(list, a, " ")
       for (i = 2; i <= k; i++) { t = a[i] + 0; for (j = i - 1; j >= 1 && a[j] + 0 > t; j--) a[j + 1] = a[j]; a[j + 1] = t }
@@ -190,6 +198,17 @@ for coll in $COLLS; do
                bw("mpi", s), bw("gloo", s), bw("ceiling", s), speedup("mpi", s),
                speedup("gloo", s), speedup("ceiling", s), (s in wrong) ? "  (loom #wrong > 0)" : ""
       }
+      # size and the four busbws for the plot ("?" where not measured)
+      for (i = 0; i < n; i++) {
+        s = order[i]
+        printf "%s", s > plotdata
+        for (k = 1; k <= 4; k++) {
+          x = bw(k == 1 ? "loom" : k == 2 ? "mpi" : k == 3 ? "gloo" : "ceiling", s)
+          printf " %s", (x == "n/a" || x == "-") ? "?" : x > plotdata
+        }
+        printf "\n" > plotdata
+      }
+      close(plotdata)
       small = 0
       for (i = 0; i < n; i++) if (order[i] <= 1024) small++
       if (small) {
@@ -214,6 +233,31 @@ for coll in $COLLS; do
     }
   ' "$tmp/$coll"/*.[0-9]*.[0-9]*
 done
+
+if [ -n "$PLOT" ]; then
+  ncoll=$(echo $COLLS | wc -w)
+  {
+    echo "set terminal pngcairo size 1000,$((420 * ncoll)) noenhanced"
+    echo "set output '$PLOT'"
+    echo "set datafile missing '?'"
+    echo "set multiplot layout $ncoll,1"
+    echo "set logscale x 2; set logscale y 10; set format x '%.0s%cB'; set grid"
+    echo "set xlabel 'message size'; set ylabel 'busbw (GB/s)'; set key top left"
+    for coll in $COLLS; do
+      d="$tmp/$coll.dat"
+      echo "set title '$coll, float32, $NP ranks, one node ($(hostname), $(nproc) CPUs, $(date -u +%Y-%m-%d))'"
+      echo "plot '$d' using 1:2 with linespoints title 'Loom', '$d' using 1:3 with linespoints title 'Open MPI', '$d' using 1:4 with linespoints title 'gloo', '$d' using 1:5 with lines dashtype 2 title 'memory ceiling'"
+    done
+    echo "unset multiplot"
+  } >"$tmp/plot.gp"
+  if gnuplot "$tmp/plot.gp" 2>"$tmp/gperr"; then
+    echo "# plot: $PLOT"
+  else
+    echo "$0: gnuplot failed:" >&2
+    cat "$tmp/gperr" >&2
+    status=1
+  fi
+fi
 
 echo
 echo "# targets (issue 4: 2 ranks, float32 sum; the worst size in each range counts)"

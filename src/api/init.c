@@ -186,7 +186,7 @@ static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
             "comm %s: rank %d of %d ready in %.1f ms (transport %s, timeout %d ms, "
             "chunk %zu bytes)",
             comm->name, comm->rank, comm->nranks, (double)(loom_now_ns() - t0) / 1e6,
-            comm->tp ? comm->tp->name : "none (1 rank)", comm->timeout_ms,
+            comm->tp ? loom_mux_name(comm->tp_ctx) : "none (1 rank)", comm->timeout_ms,
             e->chunk_bytes);
   return loomSuccess;
 }

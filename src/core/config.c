@@ -120,6 +120,47 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          "measured algorithm choices (as `loom-perf --autotune FILE` writes them) that "
          "take precedence over the tuner's rules for the matching rank and node counts; "
          "LOOM_ALGO still limits them; a bad file fails init naming the line"},
+    [LOOM_PARAM_NET] =
+        {"LOOM_NET", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "the transport between nodes: tcp, ofi (libfabric) or ib (ibverbs); an "
+         "unavailable one fails init saying why.  Default: ib where an RDMA device "
+         "exists, else ofi where libfabric's provider is a fabric (not tcp, sockets, "
+         "udp or shm), else tcp.  Ranks of one node still use shared memory "
+         "(LOOM_SHM_DISABLE=1: not)"},
+    [LOOM_PARAM_NET_PLUGIN] =
+        {"LOOM_NET_PLUGIN", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "load the transport between nodes from libloom-net-NAME.so (the dlopen "
+         "search path, then Loom's pkglibdir); it must export loom_net_plugin_v<N> "
+         "for this Loom's transport API version (docs/transports.md)"},
+    [LOOM_PARAM_OFI_PROVIDER] =
+        {"LOOM_OFI_PROVIDER", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "libfabric providers the ofi transport may use, in order of preference, "
+         "comma-separated, e.g. \"efa\", \"tcp\" (matches tcp;ofi_rxm), \"shm\"; "
+         "default: the best found (a fabric, then tcp;ofi_rxm), named in the INFO log"},
+    [LOOM_PARAM_OFI_DOMAIN] =
+        {"LOOM_OFI_DOMAIN", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "libfabric domain for the ofi transport (a NIC or interface name, e.g. "
+         "\"mlx5_0\", \"eth0\"); default: for socket providers the interface of "
+         "Loom's own address (LOOM_SOCKET_IFNAME), else the provider's first"},
+    [LOOM_PARAM_IB_HCA] =
+        {"LOOM_IB_HCA", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "RDMA ports the ibverbs transport may use, NCCL_IB_HCA's syntax: device[:port] "
+         "items separated by commas, names as prefixes unless the list starts with =, "
+         "^ first to exclude them, e.g. \"mlx5_0:1\", \"=mlx5_1\", \"^mlx5_2\"; default: the "
+         "first active port with an IP address rdma_cm can use"},
+    [LOOM_PARAM_IB_GID_INDEX] =
+        {"LOOM_IB_GID_INDEX", LOOM_PARAM_T_INT, "-1", -1, 1023,
+         "RoCE: the GID table entry whose IP address the ibverbs transport binds (so its "
+         "interface and VLAN; rdma_cm's default RoCE mode picks v1 or v2); -1 (default): "
+         "Loom's own address when it is on the RDMA port, else the port's first address"},
+    [LOOM_PARAM_IB_TIMEOUT] =
+        {"LOOM_IB_TIMEOUT", LOOM_PARAM_T_INT, "20", 1, 31,
+         "ibverbs queue pairs' ACK timeout exponent: 4.096 us x 2^value per try (20: "
+         "4.3 s), as NCCL_IB_TIMEOUT"},
+    [LOOM_PARAM_IB_RETRY_CNT] =
+        {"LOOM_IB_RETRY_CNT", LOOM_PARAM_T_INT, "7", 0, 7,
+         "ibverbs queue pairs' retransmissions before a connection fails (0..7), as "
+         "NCCL_IB_RETRY_CNT"},
 };
 
 struct param_value {

@@ -69,6 +69,17 @@ LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET crun 2 3 120 "$CT" $SMALL
 expect_count "cases passed" 6 "2 nodes x 3 ranks: every collective, small matrix"
 expect_count "LOOM INFO rank [0-5]: 2 peer(s) over shm, 3 over tcp" 6 "2 nodes x 3 ranks: shm x2, tcp x3"
 
+# libfabric's tcp provider between the nodes (LOOM_NET=ofi), when built in.
+if "${LOOMINFO:-$TESTBIN/../tools/loom-info}" 2>/dev/null | grep -q "^built in: .*\bofi\b"; then
+  LOOM_NET=ofi LOOM_OFI_PROVIDER=tcp LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET crun 2 2 120 "$CT"
+  expect_count "cases passed" 4 "LOOM_NET=ofi: 2 nodes x 2 ranks, full matrix over libfabric tcp"
+  expect_count "LOOM INFO rank [0-3]: 1 peer(s) over shm, 2 over ofi" 4 "LOOM_NET=ofi: shm inside a node, ofi across"
+  expect_count "LOOM INFO ofi: rank [0-3]: provider tcp;ofi_rxm (LOOM_OFI_PROVIDER), domain $CLUSTER_IFNAME," 4 \
+    "LOOM_NET=ofi: every rank on its node's $CLUSTER_IFNAME"
+else
+  echo "SKIP: LOOM_NET=ofi across nodes (built without libfabric)"
+fi
+
 # A rank of node 1 dies (SIGKILL from outside) in the middle of a sweep:
 # the three others must fail, promptly, naming rank 2.
 CLUSTER_KEEP_GOING=1 cluster_ranks 2 2 60 "$PERF" -b 1M -e 1M -n 100000 -w 1 >"$work/out" 2>&1 &

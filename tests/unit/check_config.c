@@ -372,6 +372,14 @@ START_TEST(table_order) {
       {LOOM_PARAM_TOPO_DUMP_FILE, "LOOM_TOPO_DUMP_FILE"},
       {LOOM_PARAM_TOPO_FILE, "LOOM_TOPO_FILE"},
       {LOOM_PARAM_TUNE_FILE, "LOOM_TUNE_FILE"},
+      {LOOM_PARAM_NET, "LOOM_NET"},
+      {LOOM_PARAM_NET_PLUGIN, "LOOM_NET_PLUGIN"},
+      {LOOM_PARAM_OFI_PROVIDER, "LOOM_OFI_PROVIDER"},
+      {LOOM_PARAM_OFI_DOMAIN, "LOOM_OFI_DOMAIN"},
+      {LOOM_PARAM_IB_HCA, "LOOM_IB_HCA"},
+      {LOOM_PARAM_IB_GID_INDEX, "LOOM_IB_GID_INDEX"},
+      {LOOM_PARAM_IB_TIMEOUT, "LOOM_IB_TIMEOUT"},
+      {LOOM_PARAM_IB_RETRY_CNT, "LOOM_IB_RETRY_CNT"},
   };
   ck_assert_int_eq(sizeof expect / sizeof expect[0], LOOM_PARAM_COUNT);
   const struct loom_param_info *t = loom_param_table();

@@ -1,0 +1,127 @@
+/*
+ * loom_net.h — the transport interface: what every Loom transport (tcp,
+ * shm, ofi, ibverbs) implements, and what a network plugin exports.
+ *
+ * A transport moves opaque buffers between two ranks; it knows nothing of
+ * collectives.  Life cycle, per communicator:
+ *   init      listen; fill this rank's address blob (addr_bytes long), which
+ *             the caller exchanges through the bootstrap allgather
+ *   connect   open connections to a set of peers, given everyone's blobs;
+ *             collective: each peer must name this rank in its own call
+ *   isend/irecv post one message on a connection; messages on one
+ *             connection and direction match in posting order, and the
+ *             receiver must post the sender's exact length and fingerprint
+ *   progress  move bytes; sets xfer->done on completion
+ *   poll_fds  what to wait on in the kernel when progress made none
+ *   fini      close everything
+ *
+ * Plugins.  With LOOM_NET_PLUGIN=NAME, Loom dlopen()s libloom-net-NAME.so
+ * (the normal dlopen search path first, then Loom's pkglibdir) and looks up
+ * the symbol named by LOOM_NET_PLUGIN_SYMBOL: a `const struct
+ * loom_transport` whose api_version must equal LOOM_TRANSPORT_API_VERSION.
+ * It then carries every peer that is not on this rank's host (or every
+ * peer with LOOM_SHM_DISABLE=1).  docs/transports.md describes the ABI.
+ *
+ *   #include <loom_net.h>
+ *   const struct loom_transport LOOM_NET_PLUGIN_NAME = {
+ *       .name = "myfabric", .api_version = LOOM_TRANSPORT_API_VERSION, ...};
+ *
+ * Threads: one thread at a time calls into a context and its connections.
+ */
+#ifndef LOOM_NET_H
+#define LOOM_NET_H
+
+#include "loom.h"
+
+#include <poll.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* 4: record_error and log in loom_transport_comm, ctx_busy_wait. */
+#define LOOM_TRANSPORT_API_VERSION 4
+
+#define LOOM_NET_CAT2_(a, b) a##b
+#define LOOM_NET_CAT_(a, b) LOOM_NET_CAT2_(a, b)
+#define LOOM_NET_STR2_(a) #a
+#define LOOM_NET_STR_(a) LOOM_NET_STR2_(a)
+/* The symbol a plugin exports: loom_net_plugin_v4 for this version. */
+#define LOOM_NET_PLUGIN_NAME LOOM_NET_CAT_(loom_net_plugin_v, LOOM_TRANSPORT_API_VERSION)
+#define LOOM_NET_PLUGIN_SYMBOL LOOM_NET_STR_(LOOM_NET_PLUGIN_NAME)
+
+/* Bytes of the secret shared by the ranks of one communicator. */
+#define LOOM_NET_SECRET_BYTES 16
+
+/* Levels for loom_transport_comm.log. */
+#define LOOM_NET_LOG_WARN 1
+#define LOOM_NET_LOG_INFO 2
+#define LOOM_NET_LOG_TRACE 3
+
+/* What a transport learns about the communicator at init. */
+struct loom_transport_comm {
+  int rank, nranks;
+  const uint8_t *secret;      /* LOOM_NET_SECRET_BYTES; authenticates connections */
+  const void *local_sockaddr; /* a struct sockaddr (AF_INET or AF_INET6, port 0):
+                                 the address Loom's bootstrap uses on this host */
+  const char *comm_name;      /* for messages */
+  const int *local_ranks;     /* the ranks on this host (this one included), ascending */
+  int nlocal;
+  /* Makes `text` the calling thread's last error (loomGetLastError) without
+   * logging it: how a failure's reason reaches the user. */
+  void (*record_error)(const char *text);
+  /* Writes one line to Loom's log (LOOM_DEBUG, LOOM_DEBUG_FILE), tagged
+   * with host, pid and rank. */
+  void (*log)(int level, const char *text);
+};
+
+/* One posted send or receive.  The caller owns it and must keep it (and
+ * the buffer) alive until done is set or the transport is finalised. */
+struct loom_xfer {
+  void *buf;
+  size_t len;
+  /* The call's fingerprint: a send carries it, a receive expects it.  When
+   * a message arrives with another, the receive fails with
+   * loomInvalidUsage and peer_fp holds the sender's. */
+  uint64_t fp[2];
+  uint64_t peer_fp[2];
+  int fp_mismatch;
+  volatile int done;
+  int parts_left; /* transport private */
+};
+
+struct loom_transport {
+  const char *name;
+  int api_version;
+  size_t addr_bytes;
+  loomResult_t (*init)(const struct loom_transport_comm *info, void **ctx,
+                       void *addr);
+  /* addrs: nranks blobs of addr_bytes, indexed by rank.  conns[i] receives
+   * the connection to peers[i].  deadline: CLOCK_MONOTONIC nanoseconds. */
+  loomResult_t (*connect)(void *ctx, int npeers, const int *peers,
+                          const void *addrs, uint64_t deadline, void **conns);
+  loomResult_t (*isend)(void *conn, struct loom_xfer *x);
+  loomResult_t (*irecv)(void *conn, struct loom_xfer *x);
+  /* *progressed is set when any byte moved.  On a failed connection the
+   * error is returned with its text as the thread's last error, not logged:
+   * the engine logs it once with the collective's context; *failed_peer
+   * names the peer.  isend/irecv report the same way. */
+  loomResult_t (*progress)(void *ctx, int *progressed, int *failed_peer);
+  /* Fills at most max entries; returns how many. */
+  int (*poll_fds)(void *ctx, struct pollfd *fds, int max);
+  void (*fini)(void *ctx);
+  /* 1: some data arrives without waking any fd (shared memory), so a
+   * waiter must come back to progress() within a short time. */
+  int busy_wait;
+  /* Optional (NULL: busy_wait applies): the same question per context,
+   * for transports that learn it at init (a provider without wait fds). */
+  int (*ctx_busy_wait)(void *ctx);
+};
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,57 @@
+/*
+ * select.h — which transport carries the peers on other nodes: LOOM_NET
+ * and LOOM_NET_PLUGIN when set, else ib > ofi > tcp by what this build and
+ * machine offer (ofi only over a real fabric).  The mux (mux.c) applies
+ * the choice per peer; shared memory inside a node is its business.
+ */
+#ifndef LOOM_TRANSPORT_SELECT_H
+#define LOOM_TRANSPORT_SELECT_H
+
+#include "transport.h"
+
+#include <stddef.h>
+
+enum loom_net_kind { LOOM_NET_TCP, LOOM_NET_OFI, LOOM_NET_IB, LOOM_NET_PLUGIN };
+
+/* What the build and the machine offer. */
+struct loom_net_facts {
+  int ofi_built;
+  int ofi_fabric; /* libfabric's provider (LOOM_OFI_PROVIDER or best) is a fabric */
+  const char *ofi_why;
+  int ib_built;
+  const char *ib_missing; /* why not built, when not */
+  int ib_available; /* an RDMA device exists */
+  const char *ib_why; /* what loom_ib_available found, either way */
+};
+
+#define LOOM_NET_NAME_BYTES 40
+
+struct loom_net_choice {
+  enum loom_net_kind kind;
+  /* Default choices of ib or ofi also listen on tcp, for peers whose own
+   * default differs (a node without the device): such a pair uses tcp. */
+  int tcp_fallback;
+  char name[LOOM_NET_NAME_BYTES]; /* "tcp", "ofi", "ib", "plugin NAME": compared between ranks */
+  const char *plugin;             /* LOOM_NET_PLUGIN's NAME */
+  char why[320];
+};
+
+/* The decision, pure: net and plugin are LOOM_NET's and LOOM_NET_PLUGIN's
+ * values (NULL: unset).  Returns loomSuccess, or loomInvalidArgument /
+ * loomSystemError with the reason in err. */
+loomResult_t loom_net_decide(const char *net, const char *plugin, const struct loom_net_facts *f,
+                             struct loom_net_choice *out, char *err, size_t errlen);
+
+/* Reads the environment, probes what the decision needs (ib, then
+ * libfabric, only when neither variable is set) and decides; an error is
+ * reported (loom_error) and returned. */
+loomResult_t loom_net_select(struct loom_net_choice *out);
+
+/* The transport for a choice: built in, or loaded (net_plugin.c). */
+loomResult_t loom_net_transport(const struct loom_net_choice *c, const struct loom_transport **out);
+
+/* net_plugin.c: loads libloom-net-NAME.so once per process (it stays
+ * loaded) and checks its vtable. */
+loomResult_t loom_net_plugin_load(const char *name, const struct loom_transport **out);
+
+#endif

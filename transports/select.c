@@ -112,9 +112,10 @@ loomResult_t loom_net_select(struct loom_net_choice *out) {
   const char *plugin = loom_param_str(LOOM_PARAM_NET_PLUGIN);
   int is_default = (net == NULL || *net == '\0') && (plugin == NULL || *plugin == '\0');
   struct loom_net_facts f = {0};
-  char ofi_why[256] = "", ib_why[256] = "";
+  (void)is_default; /* unused when neither verbs nor libfabric is built */
   f.ib_built = SELECT_HAVE_IB;
 #if SELECT_HAVE_IB
+  char ib_why[256] = "";
   if (is_default || (net != NULL && strcmp(net, "ib") == 0)) {
     f.ib_available = loom_ib_available(ib_why, sizeof ib_why);
     f.ib_why = ib_why;
@@ -125,6 +126,7 @@ loomResult_t loom_net_select(struct loom_net_choice *out) {
 #endif
 #ifdef LOOM_HAVE_FABRIC
   f.ofi_built = 1;
+  char ofi_why[256] = "";
   if (is_default && !f.ib_available) {
     f.ofi_fabric = loom_ofi_default_ok(ofi_why, sizeof ofi_why);
     f.ofi_why = ofi_why;

@@ -1,0 +1,82 @@
+#!/bin/bash
+# The ibverbs transport (transports/ibverbs/, docs/transports.md).  Without
+# a usable RDMA device (or Soft-RoCE) it skips (77), printing the reason
+# loom_ib_available() gives.  With one: the collective matrix over
+# LOOM_NET=ib (every peer over ib with LOOM_SHM_DISABLE=1, and two
+# LOOM_HOSTID nodes), large messages (rendezvous), small slices (many
+# messages in flight: credits), and the INFO log naming device and port.
+# Every run is bounded (lib.sh); the whole script takes under a minute.
+. "$(dirname "$0")/lib.sh"
+: "${LOOMINFO:?}"
+CT="$TESTBIN/ranks/coll_test"
+PROBE="$TESTBIN/ranks/ib_probe"
+
+# ib_probe --init: loom_ib_available's answer, then the transport's own
+# init (and fini) on this machine; both must agree.
+probe=$(timeout -k 5 30 "$PROBE" --init 2>&1)
+prc=$?
+echo "$probe"
+reason=$(printf '%s\n' "$probe" | sed -n 's/^ib: unavailable: //p')
+case $prc in
+0) ;;
+3)
+  echo "SKIP: $probe"
+  exit 77
+  ;;
+2)
+  # The reason must say what is missing, and init must fail with the same
+  # reason (LOOM_NET=ib reports it), its resources released.
+  if [ "${#reason}" -ge 12 ] &&
+    printf '%s\n' "$probe" | grep -Fq "ib: init failed (system error (a system call failed; see the log)): rank 0: ibverbs transport: no usable RDMA port: $reason"; then
+    echo "SKIP: no usable RDMA device here: $reason"
+    exit 77
+  fi
+  echo "FAIL: ib_probe: no reason, or init failed with another one"
+  exit 1
+  ;;
+*)
+  echo "FAIL: ib_probe exited with $prc: $probe"
+  exit 1
+  ;;
+esac
+
+# A device exists.  First the transport alone: two ranks in one process
+# through init, connect, both protocols, the registration cache, a
+# mismatched call and a peer that goes away (ib_pair prints each check).
+pair=$(timeout -k 5 90 "$TESTBIN/ranks/ib_pair" 2>&1)
+prc=$?
+printf '%s\n' "$pair"
+if [ "$prc" -eq 0 ] && printf '%s\n' "$pair" | grep -q "^all checks passed"; then
+  pass "ib_pair: the transport end to end on $probe"
+else
+  fail "ib_pair (exit $prc)"
+fi
+# The matrix needs LOOM_NET=ib (the transport selection).
+if ! "$LOOMINFO" 2>/dev/null | grep -q "LOOM_NET\b"; then
+  echo "SKIP: the collective matrix: this Loom has no LOOM_NET selection yet"
+  finish
+fi
+export LOOM_NET=ib LOOM_SHM_DISABLE=1
+LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET,INIT run_ranks 2 60 "$CT" -s 1,1021,70001 \
+  -t float32,int8,float16 -o sum,max,premulsum
+if printf '%s\n' "$out" | grep -q "built without the ibverbs transport"; then
+  echo "SKIP: the collective matrix: LOOM_NET=ib is not wired to this transport yet"
+  finish
+fi
+expect_count "cases passed" 2 "ib: small matrix, 2 ranks, every peer over ib"
+expect_count "LOOM INFO ib: rank [01] on .* port [0-9]* (\(RoCE\|InfiniBand\)), rdma_cm listening on" 2 \
+  "ib: every rank names its device, port and address"
+expect_count "LOOM INFO ib: rank [01] connected to 1 peer(s)" 2 "ib: connections set up"
+run_ranks 3 60 "$CT"
+expect_count "cases passed" 3 "ib: full matrix, 3 ranks"
+run_ranks 2 60 "$CT" -s 1,300007,1M -t float32,int8 -o sum,min
+expect_count "cases passed" 2 "ib: up to 4 MiB (rendezvous writes), 2 ranks"
+LOOM_CHUNK_BYTES=4096 run_ranks 4 60 "$CT" -c allreduce,allgather,alltoall,sendrecv \
+  -s 1,1021,70001 -t float32,int8 -o sum,max
+expect_count "cases passed" 4 "ib: 4 KiB slices (credits, many messages in flight), 4 ranks"
+unset LOOM_SHM_DISABLE
+run_ranks 4 60 sh -c 'LOOM_HOSTID=node$((LOOM_RANK / 2)) exec "$0" "$@"' "$CT" \
+  -s 1,1021,300007 -t float32,bfloat16 -o sum,avg
+expect_count "cases passed" 4 "ib: 2 nodes x 2 ranks (shm inside, ib across)"
+check_no_leftovers coll_test
+finish

@@ -1,0 +1,116 @@
+/*
+ * ib_wire.c — encoding and validation of the ibverbs connection handshake
+ * (layout in ib_wire.h; offsets below).
+ */
+#include "ib_wire.h"
+#include "ib_bytes.h"
+
+#include <string.h>
+
+/* Offsets of the fields. */
+enum {
+  OFF_MAGIC = 0,       /* u16 */
+  OFF_VERSION = 2,     /* u8, then one reserved byte */
+  OFF_RANK = 4,        /* u32 */
+  OFF_PEER = 8,        /* u32 */
+  OFF_HASH = 12,       /* u64 */
+  OFF_QPN = 20,        /* u32 */
+  OFF_RING_ADDR = 24,  /* u64 */
+  OFF_RING_RKEY = 32,  /* u32 */
+  OFF_SLOT_BYTES = 36, /* u32 */
+  OFF_NSLOTS = 40,     /* u16 */
+  OFF_CREDITS = 42,    /* u16 */
+  OFF_RDV_SLOTS = 44,  /* u16, then two reserved bytes */
+  OFF_CHECKSUM = 48,   /* u32 over bytes [0, 48) */
+};
+
+/* FNV-1a, 32 bits: catches torn or corrupted private data, not forgery
+ * (the communicator hash does that job). */
+static uint32_t checksum(const uint8_t *p, size_t n) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++)
+    h = (h ^ p[i]) * 16777619u;
+  return h;
+}
+
+uint64_t ib_wire_secret_hash(const uint8_t *secret, size_t len) {
+  /* FNV-1a, 64 bits, after a domain tag so that the digest differs from
+   * any other use of the secret. */
+  static const char tag[] = "loom-ib-handshake";
+  uint64_t h = 14695981039346656037ull;
+  for (size_t i = 0; i < sizeof tag - 1; i++)
+    h = (h ^ (uint8_t)tag[i]) * 1099511628211ull;
+  for (size_t i = 0; i < len; i++)
+    h = (h ^ secret[i]) * 1099511628211ull;
+  return h;
+}
+
+void ib_wire_encode(const struct ib_hello *h, uint8_t out[IB_WIRE_BYTES]) {
+  memset(out, 0, IB_WIRE_BYTES);
+  ib_put_u16(out + OFF_MAGIC, IB_WIRE_MAGIC);
+  out[OFF_VERSION] = IB_WIRE_VERSION;
+  ib_put_u32(out + OFF_RANK, h->rank);
+  ib_put_u32(out + OFF_PEER, h->peer);
+  ib_put_u64(out + OFF_HASH, h->comm_hash);
+  ib_put_u32(out + OFF_QPN, h->qp_num);
+  ib_put_u64(out + OFF_RING_ADDR, h->ring_addr);
+  ib_put_u32(out + OFF_RING_RKEY, h->ring_rkey);
+  ib_put_u32(out + OFF_SLOT_BYTES, h->slot_bytes);
+  ib_put_u16(out + OFF_NSLOTS, h->nslots);
+  ib_put_u16(out + OFF_CREDITS, h->credits);
+  ib_put_u16(out + OFF_RDV_SLOTS, h->rdv_slots);
+  ib_put_u32(out + OFF_CHECKSUM, checksum(out, OFF_CHECKSUM));
+}
+
+int ib_wire_peek_version(const uint8_t *in, size_t len) {
+  return len > OFF_VERSION ? in[OFF_VERSION] : -1;
+}
+
+enum ib_wire_error ib_wire_decode(const uint8_t *in, size_t len, struct ib_hello *out) {
+  if (in == NULL || len < IB_WIRE_BYTES)
+    return IB_WIRE_TRUNCATED;
+  if (ib_get_u16(in + OFF_MAGIC) != IB_WIRE_MAGIC)
+    return IB_WIRE_BAD_MAGIC;
+  if (in[OFF_VERSION] != IB_WIRE_VERSION)
+    return IB_WIRE_BAD_VERSION;
+  if (ib_get_u32(in + OFF_CHECKSUM) != checksum(in, OFF_CHECKSUM))
+    return IB_WIRE_BAD_CHECKSUM;
+  struct ib_hello h = {
+      .version = in[OFF_VERSION],
+      .rank = ib_get_u32(in + OFF_RANK),
+      .peer = ib_get_u32(in + OFF_PEER),
+      .comm_hash = ib_get_u64(in + OFF_HASH),
+      .qp_num = ib_get_u32(in + OFF_QPN),
+      .ring_addr = ib_get_u64(in + OFF_RING_ADDR),
+      .ring_rkey = ib_get_u32(in + OFF_RING_RKEY),
+      .slot_bytes = ib_get_u32(in + OFF_SLOT_BYTES),
+      .nslots = ib_get_u16(in + OFF_NSLOTS),
+      .credits = ib_get_u16(in + OFF_CREDITS),
+      .rdv_slots = ib_get_u16(in + OFF_RDV_SLOTS),
+  };
+  if (!ib_is_pow2(h.nslots) || h.nslots > IB_WIRE_MAX_SLOTS ||
+      h.slot_bytes < IB_WIRE_MIN_SLOT_BYTES || h.slot_bytes > IB_WIRE_MAX_SLOT_BYTES ||
+      h.slot_bytes % 64 != 0 || h.credits == 0 || h.credits > h.nslots ||
+      !ib_is_pow2(h.rdv_slots) || h.rdv_slots > IB_WIRE_MAX_RDV_SLOTS || h.ring_addr == 0)
+    return IB_WIRE_BAD_GEOMETRY;
+  *out = h;
+  return IB_WIRE_OK;
+}
+
+const char *ib_wire_strerror(enum ib_wire_error e) {
+  switch (e) {
+  case IB_WIRE_OK:
+    return "valid";
+  case IB_WIRE_TRUNCATED:
+    return "handshake truncated";
+  case IB_WIRE_BAD_MAGIC:
+    return "not a Loom ibverbs handshake (bad magic)";
+  case IB_WIRE_BAD_VERSION:
+    return "another version of Loom's ibverbs transport";
+  case IB_WIRE_BAD_CHECKSUM:
+    return "handshake corrupt (bad checksum)";
+  case IB_WIRE_BAD_GEOMETRY:
+    return "handshake describes an invalid receive ring";
+  }
+  return "unknown handshake error";
+}

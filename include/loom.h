@@ -346,6 +346,15 @@ loomResult_t loomStreamQuery(loomStream_t stream);
 /* Makes later work on `stream` wait until `event`'s last record completes. */
 loomResult_t loomStreamWaitEvent(loomStream_t stream, loomEvent_t event);
 
+/* Queues a call of fn(arg) on the stream's worker, after the work queued
+ * before it (like cudaLaunchHostFunc).  fn runs whether or not that work
+ * failed: while it runs, loomGetLastError(NULL) is the message of the
+ * stream's first failure since the last loomStreamSynchronize ("" when
+ * none), which it does not collect.  fn must not synchronise or destroy
+ * its own stream, and should be short: later work waits for it.  Not
+ * recorded by loomGroupStart: launch it after loomGroupEnd. */
+loomResult_t loomLaunchHostFunc(loomStream_t stream, void (*fn)(void *), void *arg);
+
 loomResult_t loomEventCreate(loomEvent_t *event);
 /* Marks the point in `stream` reached by work queued so far (NULL stream:
  * complete at once). */

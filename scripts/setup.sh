@@ -5,7 +5,8 @@ set -eu
 cd "$(dirname "$0")/.."
 PACKAGES="build-essential autoconf automake libtool pkg-config check \
   libibverbs-dev librdmacm-dev libfabric-dev libhwloc-dev \
-  openmpi-bin libopenmpi-dev iproute2 procps gnuplot-nox"
+  openmpi-bin libopenmpi-dev iproute2 procps gnuplot-nox \
+  python3-torch libtorch-dev pybind11-dev python3-dev"
 missing=""
 for p in $PACKAGES; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -63,7 +63,8 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
     [LOOM_PARAM_SPIN_US] =
         {"LOOM_SPIN_US", LOOM_PARAM_T_INT, "50", 0, 1000000,
          "microseconds to poll without sleeping before waiting in the "
-         "kernel (lower it when ranks outnumber cores)"},
+         "kernel, both for network progress and for an idle stream's "
+         "next task (lower it when ranks outnumber cores)"},
     [LOOM_PARAM_BUCKET_BYTES] =
         {"LOOM_BUCKET_BYTES", LOOM_PARAM_T_SIZE, "4M", 0, 1 << 30,
          "inside loomGroupStart/End, consecutive all-reduces (and "

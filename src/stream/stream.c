@@ -7,13 +7,23 @@
  * is not held up by work that other threads queue afterwards.  A task
  * failing on the worker leaves its code and message as the stream's
  * pending error (the first one only), which the next synchronisation
- * hands to its caller.
+ * hands to its caller.  loomLaunchHostFunc queues a user function that
+ * sees that pending error as its last error, without collecting it.
+ *
+ * An idle worker polls for LOOM_SPIN_US microseconds (yielding the CPU)
+ * before it sleeps: the next call of a caller issuing small calls one
+ * after another then starts without a thread wake-up, which costs more
+ * than the call itself.  `submitted` and `stopping` are written
+ * atomically (under the lock) so that the poll may read them without it.
  */
 #include "stream/stream.h"
 #include "stream/stream_internal.h"
+#include "core/config.h"
 #include "core/error.h"
+#include "core/timeutil.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,6 +40,7 @@ struct loomStream {
   struct loom_task *head, *tail;
   uint64_t submitted, completed; /* tasks queued / run so far */
   int stopping;                  /* loomStreamDestroy has begun */
+  uint64_t spin_ns;              /* how long an idle worker polls first */
   pthread_t worker;
   /* The first failure since the last synchronisation, and the number of
    * the task that failed (1-based, comparable with `completed`). */
@@ -57,11 +68,25 @@ static loomResult_t not_on_worker(loomStream_t s, const char *fn) {
   return loomSuccess;
 }
 
+/* Called with the lock held and the queue empty: polls (without the lock)
+ * until work is queued, Destroy begins or spin_ns pass. */
+static void poll_for_work(loomStream_t s) {
+  uint64_t seen = s->submitted;
+  pthread_mutex_unlock(&s->lock);
+  uint64_t deadline = loom_now_ns() + s->spin_ns;
+  while (__atomic_load_n(&s->submitted, __ATOMIC_ACQUIRE) == seen &&
+         !__atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE) && loom_now_ns() < deadline)
+    sched_yield();
+  pthread_mutex_lock(&s->lock);
+}
+
 static void *worker_main(void *arg) {
   loomStream_t s = arg;
   char text[LOOM_STREAM_ERROR_BYTES];
   pthread_mutex_lock(&s->lock);
   for (;;) {
+    if (s->head == NULL && !s->stopping && s->spin_ns > 0)
+      poll_for_work(s);
     while (s->head == NULL && !s->stopping)
       pthread_cond_wait(&s->work_cv, &s->lock);
     struct loom_task *t = s->head;
@@ -107,6 +132,7 @@ loomResult_t loomStreamCreate(loomStream_t *stream) {
   pthread_cond_init(&s->work_cv, NULL);
   pthread_cond_init(&s->done_cv, NULL);
   s->magic = LOOM_STREAM_MAGIC;
+  s->spin_ns = (uint64_t)loom_param_int(LOOM_PARAM_SPIN_US) * 1000u;
   int err = pthread_create(&s->worker, NULL, worker_main, s);
   if (err != 0) {
     s->magic = 0;
@@ -145,7 +171,7 @@ loomResult_t loom_stream_submit(loomStream_t stream, struct loom_task *t) {
   else
     stream->head = t;
   stream->tail = t;
-  stream->submitted++;
+  __atomic_add_fetch(&stream->submitted, 1, __ATOMIC_RELEASE);
   pthread_cond_signal(&stream->work_cv);
   pthread_mutex_unlock(&stream->lock);
   return loomSuccess;
@@ -155,7 +181,7 @@ loomResult_t loomStreamDestroy(loomStream_t stream) {
   LOOM_CHECK(loom_stream_check(stream, "loomStreamDestroy"));
   LOOM_CHECK(not_on_worker(stream, "loomStreamDestroy"));
   pthread_mutex_lock(&stream->lock);
-  stream->stopping = 1;
+  __atomic_store_n(&stream->stopping, 1, __ATOMIC_RELEASE);
   pthread_cond_signal(&stream->work_cv);
   pthread_mutex_unlock(&stream->lock);
   pthread_join(stream->worker, NULL); /* it drains the queue first */
@@ -236,4 +262,48 @@ loomResult_t loomStreamWaitEvent(loomStream_t stream, loomEvent_t event) {
   w->base.release = wait_task_release;
   w->rec = rec;
   return loom_stream_submit(stream, &w->base);
+}
+
+/* ---- loomLaunchHostFunc ----------------------------------------------------------- */
+
+/* Calls a user function on the worker.  It runs whether or not earlier
+ * work failed; the stream's pending error (not collected: a later
+ * loomStreamSynchronize still returns it) is its last error meanwhile. */
+struct host_func_task {
+  struct loom_task base;
+  loomStream_t stream;
+  void (*fn)(void *);
+  void *arg;
+};
+
+static loomResult_t host_func_run(struct loom_task *t) {
+  struct host_func_task *h = (struct host_func_task *)t;
+  loomStream_t s = h->stream;
+  pthread_mutex_lock(&s->lock);
+  int failed = s->error != loomSuccess;
+  if (failed)
+    loom_set_last_error(s->error_text);
+  pthread_mutex_unlock(&s->lock);
+  if (!failed)
+    loom_clear_last_error();
+  h->fn(h->arg);
+  loom_clear_last_error(); /* fn's own errors are not the stream's */
+  return loomSuccess;
+}
+
+static void host_func_release(struct loom_task *t) { free(t); }
+
+loomResult_t loomLaunchHostFunc(loomStream_t stream, void (*fn)(void *), void *arg) {
+  if (fn == NULL)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomLaunchHostFunc: fn is NULL");
+  LOOM_CHECK(loom_stream_check(stream, "loomLaunchHostFunc"));
+  struct host_func_task *h = calloc(1, sizeof *h);
+  if (h == NULL)
+    return loom_error(loomSystemError, LOOM_LOG_INIT, "loomLaunchHostFunc: out of memory");
+  h->base.run = host_func_run;
+  h->base.release = host_func_release;
+  h->stream = stream;
+  h->fn = fn;
+  h->arg = arg;
+  return loom_stream_submit(stream, &h->base);
 }

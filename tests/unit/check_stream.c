@@ -1,5 +1,5 @@
 /*
- * check_stream.c — unit tests of host streams and events
+ * check_stream.c — unit tests of host streams, events and host functions
  * (src/stream/stream.c, src/stream/event.c).
  *
  * Ordering is proven by ordering, not timing: a task that must run after
@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -469,6 +470,98 @@ START_TEST(destroy_waits_for_queued_work) {
 }
 END_TEST
 
+/* ---- loomLaunchHostFunc ------------------------------------------------------------- */
+
+/* What a host function saw: the thread it ran on and its last error. */
+struct host_seen {
+  int calls;
+  pthread_t thread;
+  char last_error[256];
+  struct order *order;
+  int id;
+};
+
+static void host_record_fn(void *arg) {
+  struct host_seen *h = arg;
+  h->calls++;
+  h->thread = pthread_self();
+  snprintf(h->last_error, sizeof h->last_error, "%s", loomGetLastError(NULL));
+  if (h->order != NULL)
+    append_fn(h->order, h->id);
+}
+
+/* The function runs on the worker, after the work queued before it (which
+ * is blocked on a gate, so it cannot have run early), before later work. */
+START_TEST(host_func_runs_in_order) {
+  loomStream_t s;
+  struct gate g;
+  struct host_seen h = {0};
+  h.order = &order;
+  h.id = 100;
+  gate_init(&g);
+  ck_assert_int_eq(loomStreamCreate(&s), loomSuccess);
+  submit(s, wait_gate_fn, &g, 0);
+  for (int i = 0; i < 3; i++)
+    submit(s, append_fn, &order, i);
+  ck_assert_int_eq(loomLaunchHostFunc(s, host_record_fn, &h), loomSuccess);
+  submit(s, append_fn, &order, 3);
+  ck_assert_int_eq(__atomic_load_n(&h.calls, __ATOMIC_SEQ_CST), 0);
+  ck_assert_int_eq(loomStreamQuery(s), loomInProgress);
+  gate_open(&g);
+  ck_assert_int_eq(loomStreamSynchronize(s), loomSuccess);
+  ck_assert_int_eq(h.calls, 1);
+  ck_assert(!pthread_equal(h.thread, pthread_self()));
+  ck_assert_str_eq(h.last_error, "");
+  ck_assert_int_eq(order.n, 5);
+  const int want[5] = {0, 1, 2, 100, 3};
+  for (int i = 0; i < 5; i++)
+    ck_assert_int_eq(order.ids[i], want[i]);
+  ck_assert_int_eq(loomStreamDestroy(s), loomSuccess);
+  gate_destroy(&g);
+}
+END_TEST
+
+/* After a failure the function still runs and sees the failure's text;
+ * it does not collect it: synchronisation still returns it, and once
+ * collected a later function sees no error. */
+START_TEST(host_func_sees_pending_error) {
+  loomStream_t s;
+  struct host_seen first = {0}, second = {0};
+  ck_assert_int_eq(loomStreamCreate(&s), loomSuccess);
+  submit(s, fail_fn, (void *)"rank 2 stopped making progress (timeout)", loomTimeout);
+  submit(s, append_fn, &order, 1);
+  ck_assert_int_eq(loomLaunchHostFunc(s, host_record_fn, &first), loomSuccess);
+  loom_clear_last_error();
+  ck_assert_int_eq(loomStreamSynchronize(s), loomTimeout);
+  ck_assert_str_eq(loomGetLastError(NULL), "rank 2 stopped making progress (timeout)");
+  ck_assert_int_eq(first.calls, 1);
+  ck_assert_str_eq(first.last_error, "rank 2 stopped making progress (timeout)");
+  ck_assert_int_eq(loomLaunchHostFunc(s, host_record_fn, &second), loomSuccess);
+  ck_assert_int_eq(loomStreamSynchronize(s), loomSuccess);
+  ck_assert_int_eq(second.calls, 1);
+  ck_assert_str_eq(second.last_error, "");
+  ck_assert_int_eq(loomStreamDestroy(s), loomSuccess);
+}
+END_TEST
+
+START_TEST(host_func_bad_arguments) {
+  loomStream_t s;
+  struct host_seen h = {0};
+  static uint64_t zeros[32];
+  ck_assert_int_eq(loomStreamCreate(&s), loomSuccess);
+  ck_assert_int_eq(loomLaunchHostFunc(NULL, host_record_fn, &h), loomInvalidArgument);
+  ck_assert_str_eq(loomGetLastError(NULL), "loomLaunchHostFunc: stream is NULL");
+  ck_assert_int_eq(loomLaunchHostFunc((loomStream_t)(void *)zeros, host_record_fn, &h),
+                   loomInvalidArgument);
+  ck_assert_ptr_nonnull(strstr(loomGetLastError(NULL), "is not a stream"));
+  ck_assert_int_eq(loomLaunchHostFunc(s, NULL, &h), loomInvalidArgument);
+  ck_assert_str_eq(loomGetLastError(NULL), "loomLaunchHostFunc: fn is NULL");
+  ck_assert_int_eq(loomStreamSynchronize(s), loomSuccess);
+  ck_assert_int_eq(h.calls, 0);
+  ck_assert_int_eq(loomStreamDestroy(s), loomSuccess);
+}
+END_TEST
+
 static Suite *stream_suite(void) {
   Suite *s = suite_create("stream");
   TCase *tc = tcase_create("streams");
@@ -489,6 +582,14 @@ static Suite *stream_suite(void) {
   tcase_add_test(tc, event_record_query_synchronize);
   tcase_add_test(tc, event_rerecord_and_destroy_pending);
   tcase_add_test(tc, stream_wait_event_orders_streams);
+  suite_add_tcase(s, tc);
+
+  tc = tcase_create("host functions");
+  tcase_add_checked_fixture(tc, setup, NULL);
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, host_func_runs_in_order);
+  tcase_add_test(tc, host_func_sees_pending_error);
+  tcase_add_test(tc, host_func_bad_arguments);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -1,0 +1,116 @@
+/*
+ * ProcessGroupLoom.hpp — the "loom" torch.distributed backend: one Loom
+ * communicator and one Loom host stream per process group.
+ *
+ * Every operation checks its tensors on the calling thread, queues Loom
+ * calls on the group's stream and returns a WorkLoom at once; the stream's
+ * worker runs the calls in issue order.  PyTorch 1.x subclasses
+ * c10d::ProcessGroup, 2.x c10d::Backend (chosen at compile time).
+ */
+#pragma once
+
+#include <torch/version.h>
+
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/Types.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <mutex>
+#include <vector>
+
+#include "WorkLoom.hpp"
+#include "loom.h"
+
+namespace loom_torch {
+
+#if TORCH_VERSION_MAJOR >= 2
+using BackendBase = c10d::Backend;
+#else
+using BackendBase = c10d::ProcessGroup;
+#endif
+
+using WorkPtr = c10::intrusive_ptr<c10d::Work>;
+
+class ProcessGroupLoom : public BackendBase {
+ public:
+  // Collective over the group: rank 0 makes a unique id and publishes it in
+  // `store`; the others read it (waiting up to the store's timeout).  The
+  // group's `timeout` becomes the communicator's timeout_ms.
+  ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
+                   std::chrono::milliseconds timeout);
+  ~ProcessGroupLoom() override;
+
+  const std::string getBackendName() const override { return "loom"; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  WorkPtr broadcast(std::vector<at::Tensor> &tensors,
+                    const c10d::BroadcastOptions &opts = c10d::BroadcastOptions()) override;
+  WorkPtr allreduce(std::vector<at::Tensor> &tensors,
+                    const c10d::AllreduceOptions &opts = c10d::AllreduceOptions()) override;
+  WorkPtr allreduce_coalesced(
+      std::vector<at::Tensor> &tensors,
+      const c10d::AllreduceCoalescedOptions &opts = c10d::AllreduceCoalescedOptions()) override;
+  WorkPtr reduce(std::vector<at::Tensor> &tensors,
+                 const c10d::ReduceOptions &opts = c10d::ReduceOptions()) override;
+  WorkPtr allgather(std::vector<std::vector<at::Tensor>> &outputs,
+                    std::vector<at::Tensor> &inputs,
+                    const c10d::AllgatherOptions &opts = c10d::AllgatherOptions()) override;
+  WorkPtr _allgather_base(at::Tensor &output, at::Tensor &input,
+                          const c10d::AllgatherOptions &opts = c10d::AllgatherOptions()) override;
+  WorkPtr gather(std::vector<std::vector<at::Tensor>> &outputs, std::vector<at::Tensor> &inputs,
+                 const c10d::GatherOptions &opts = c10d::GatherOptions()) override;
+  WorkPtr scatter(std::vector<at::Tensor> &outputs, std::vector<std::vector<at::Tensor>> &inputs,
+                  const c10d::ScatterOptions &opts = c10d::ScatterOptions()) override;
+  WorkPtr reduce_scatter(
+      std::vector<at::Tensor> &outputs, std::vector<std::vector<at::Tensor>> &inputs,
+      const c10d::ReduceScatterOptions &opts = c10d::ReduceScatterOptions()) override;
+  WorkPtr _reduce_scatter_base(
+      at::Tensor &output, at::Tensor &input,
+      const c10d::ReduceScatterOptions &opts = c10d::ReduceScatterOptions()) override;
+  WorkPtr alltoall_base(at::Tensor &output, at::Tensor &input,
+                        std::vector<int64_t> &outputSplitSizes,
+                        std::vector<int64_t> &inputSplitSizes,
+                        const c10d::AllToAllOptions &opts = c10d::AllToAllOptions()) override;
+  WorkPtr alltoall(std::vector<at::Tensor> &outputs, std::vector<at::Tensor> &inputs,
+                   const c10d::AllToAllOptions &opts = c10d::AllToAllOptions()) override;
+  WorkPtr send(std::vector<at::Tensor> &tensors, int dstRank, int tag) override;
+  WorkPtr recv(std::vector<at::Tensor> &tensors, int srcRank, int tag) override;
+  WorkPtr recvAnysource(std::vector<at::Tensor> &tensors, int tag) override;
+  WorkPtr barrier(const c10d::BarrierOptions &opts = c10d::BarrierOptions()) override;
+
+  // Coalescing (batch_isend_irecv): the calls between start and end form
+  // one loomGroupStart/End, so sends and receives in any order complete
+  // (Loom runs a group's collectives first, then its sends and receives).
+  void startCoalescing() override;
+#if TORCH_VERSION_MAJOR >= 2 && !(TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR == 0)
+  WorkPtr endCoalescing() override;
+#else
+  void endCoalescing(std::vector<WorkPtr> &reqs) override;
+#endif
+
+ private:
+  // A work for an operation about to be queued.
+  c10::intrusive_ptr<WorkLoom> make_work(c10d::OpType type, const char *name,
+                                         std::vector<at::Tensor> outputs);
+  // Queues the completion of `work` behind its calls, or keeps it for the
+  // end of the current coalescing block; returns it.
+  WorkPtr submit(const c10::intrusive_ptr<WorkLoom> &work);
+  void check_peer(int peer, const char *op) const;
+
+  loomComm_t comm_ = nullptr;
+  loomStream_t stream_ = nullptr;
+  std::chrono::milliseconds timeout_;
+  // Serialises the queuing of one operation (its calls and completion)
+  // against other threads using this group.
+  std::mutex queue_mutex_;
+  bool coalescing_ = false;
+  std::vector<c10::intrusive_ptr<WorkLoom>> coalesced_;
+};
+
+}  // namespace loom_torch

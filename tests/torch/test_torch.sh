@@ -1,0 +1,52 @@
+#!/bin/sh
+# test_torch.sh — the torch.distributed backend "loom" (python/loom_torch):
+#   torch_ops.py     every operation on 2, 3 and 4 ranks, against analytic
+#                    results and gloo's; subgroups; async work and futures;
+#                    bad input
+#   torch_ddp.py     DDP against gloo: bit for bit on 2 ranks, within float
+#                    tolerance on 3 and 4; with fp16_compress_hook too
+#   torch_faults.py  a late rank (wait with a timeout), a stuck rank (an
+#                    error naming it after the group's timeout, no hang) and
+#                    a dead rank
+# Each run is bounded (the launcher's timeout, and timeout(1) around it),
+# and each rank must print its "checks passed" line.  Skips (77) when the
+# extension was not built: no torch, no headers, or an ASan build (python
+# cannot load an ASan-instrumented libloom without LD_PRELOAD).
+set -u
+if [ "${TORCH_BUILT:-no}" != yes ]; then
+  echo "SKIP: the loom_torch extension was not built:" \
+    "${TORCH_NOTE:-configure did not look for torch}"
+  exit 77
+fi
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=SCRIPTDIR/../ranks/lib.sh
+. "$here/../ranks/lib.sh" # pass/fail/expect_count/finish; exports LOOM_SOCKET_IFNAME=lo
+export GLOO_SOCKET_IFNAME=lo
+PY=${TORCH_PYTHON:-/usr/bin/python3}
+
+# run_py N TIMEOUT_S SCRIPT [ARGS] — N ranks of SCRIPT; each must pass.
+run_py() {
+  n=$1; t=$2; script=$3; shift 3
+  out=$(timeout -k 5 $((t + 15)) "$PY" "$here/$script" --launch "$n" --timeout "$t" "$@" 2>&1)
+  rc=$?
+  if [ "$rc" -eq 0 ]; then
+    expect_count "checks passed" "$n" "$script $* on $n ranks"
+  else
+    fail "$script $* on $n ranks (rc=$rc)"
+    printf '%s\n' "$out" | tail -n 40
+  fi
+}
+
+for n in 2 3 4; do run_py "$n" 90 torch_ops.py; done
+for n in 2 3 4; do run_py "$n" 90 torch_ddp.py; done
+run_py 2 30 torch_faults.py --scenario late
+run_py 3 40 torch_faults.py --scenario stuck
+run_py 2 30 torch_faults.py --scenario dead
+
+sleep 0.2
+if pgrep -f "$here/torch_" >/dev/null; then
+  fail "ranks left behind: $(pgrep -af "$here/torch_" | head -3)"
+else
+  pass "no rank process left behind"
+fi
+finish

@@ -1,0 +1,104 @@
+"""torch_faults.py — the "loom" backend when a rank is late, stuck or dead.
+
+  --scenario late   the last rank joins an all_reduce 1 s late: the others'
+                    wait(timeout=200 ms) raises, then wait() completes it.
+  --scenario stuck  the last rank skips an all_reduce (process group timeout
+                    3 s): the others get a RuntimeError naming it, from
+                    wait() and from the future, in about the timeout (no
+                    hang); later calls fail at once with the same text;
+                    every process exits.
+  --scenario dead   the last rank exits abruptly: the others get a
+                    RuntimeError naming it long before the timeout.
+
+Run by test_torch.sh: torch_faults.py --launch N --scenario S.
+"""
+
+import datetime
+import os
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+
+import loom_torch  # noqa: E402,F401  (registers "loom")
+
+STUCK_TIMEOUT_S = 3
+
+
+def scenario(args):
+    for i, a in enumerate(args.extra):
+        if a == "--scenario" and i + 1 < len(args.extra):
+            return args.extra[i + 1]
+    raise SystemExit("torch_faults.py: --scenario late|stuck|dead is required")
+
+
+def late(args, c):
+    harness.init(args, "loom", timeout_s=30)
+    r, n = args.rank, args.nranks
+    last = n - 1
+    x = torch.full((10,), float(r + 1))
+    if r == last:
+        time.sleep(1.0)
+        dist.all_reduce(x)
+    else:
+        w = dist.all_reduce(x, async_op=True)
+        c.raises(lambda: w.wait(timeout=datetime.timedelta(milliseconds=200)),
+                 "not complete after wait(timeout=200 ms)", "wait with a short timeout")
+        c.true(not w.is_completed(), "the late all_reduce is still running")
+        c.true(w.wait(), "a second wait() completes it")
+    c.equal(x, torch.full((10,), float(n * (n + 1) // 2)), "the late all_reduce's result")
+    dist.destroy_process_group()
+
+
+def stuck(args, c):
+    harness.init(args, "loom", timeout_s=STUCK_TIMEOUT_S)
+    r, n = args.rank, args.nranks
+    last = n - 1
+    dist.barrier()
+    if r == last:
+        time.sleep(STUCK_TIMEOUT_S + 4)  # skips the all_reduce
+    else:
+        start = time.monotonic()
+        w = dist.all_reduce(torch.ones(1000), async_op=True)
+        text = c.raises(w.wait, "rank %d" % last, "wait() of an all_reduce that rank %d skipped"
+                        % last)
+        elapsed = time.monotonic() - start
+        c.true("timeout" in text or "failed or exited" in text,
+               "the error says what happened: %r" % text[:300])
+        c.true(STUCK_TIMEOUT_S * 0.8 <= elapsed <= STUCK_TIMEOUT_S + 5,
+               "the error came after about the group's timeout (%.1f s)" % elapsed)
+        c.true(w.is_completed() and not w.is_success(),
+               "the failed work is complete, not a success")
+        c.raises(w.get_future().wait, "rank %d" % last, "the future carries the error")
+        start = time.monotonic()
+        c.raises(lambda: dist.all_reduce(torch.ones(3)), "rank %d" % last,
+                 "the next call fails with the same peer named")
+        c.true(time.monotonic() - start < 1.0, "the next call fails at once")
+    dist.destroy_process_group()
+
+
+def dead(args, c):
+    harness.init(args, "loom", timeout_s=60)
+    r, n = args.rank, args.nranks
+    last = n - 1
+    dist.barrier()
+    if r == last:
+        print("rank %d: %d checks passed (exiting abruptly)" % (r, c.count), flush=True)
+        os._exit(0)
+    start = time.monotonic()
+    c.raises(lambda: dist.all_reduce(torch.ones(100)), "rank %d" % last,
+             "all_reduce after rank %d died" % last)
+    c.true(time.monotonic() - start < 15, "the error came long before the 60 s timeout")
+    dist.destroy_process_group()
+
+
+def main(args, c):
+    {"late": late, "stuck": stuck, "dead": dead}[scenario(args)](args, c)
+
+
+if __name__ == "__main__":
+    harness.run(main)

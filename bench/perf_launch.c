@@ -99,10 +99,10 @@ void perf_launch_start(int *argc, char ***argv, int want_mpi, perf_launch_t *l) 
   }
   int use_mpi = strcmp(l->launcher, "mpirun") == 0 || want_mpi;
   if (want_mpi && !launched_by_mpi(l) && strcmp(l->launcher, "slurm") != 0) {
-    if (l->rank == 0)
-      fprintf(stderr, "loom-perf: --peer mpi needs MPI's own launcher: run 'mpirun -np %d "
-              "loom-perf --peer mpi ...' (or srun with MPI support); %s starts ranks "
-              "that MPI does not know\n", l->nranks, l->launcher);
+    /* Every rank says it: the launcher may kill the others as soon as one exits. */
+    fprintf(stderr, "loom-perf: --peer mpi needs MPI's own launcher: run 'mpirun -np %d "
+            "loom-perf --peer mpi ...' (or srun with MPI support); %s starts ranks "
+            "that MPI does not know\n", l->nranks, l->launcher);
     exit(1);
   }
 #ifdef LOOM_PERF_MPI

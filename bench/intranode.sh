@@ -241,7 +241,7 @@ if [ -n "$PLOT" ]; then
     echo "set output '$PLOT'"
     echo "set datafile missing '?'"
     echo "set multiplot layout $ncoll,1"
-    echo "set logscale x 2; set logscale y 10; set format x '%.0s%cB'; set grid"
+    echo "set logscale x 2; set logscale y 10; set format x '%.0b%BB'; set grid"
     echo "set xlabel 'message size'; set ylabel 'busbw (GB/s)'; set key top left"
     for coll in $COLLS; do
       d="$tmp/$coll.dat"

@@ -19,6 +19,10 @@ fi
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=SCRIPTDIR/../ranks/lib.sh
 . "$here/../ranks/lib.sh" # pass/fail/expect_count/finish; exports LOOM_SOCKET_IFNAME=lo
+if [ "${LOOM_TEST_LIGHT:-0}" = 1 ]; then
+  echo "SKIP: sanitizer pass (LOOM_TEST_LIGHT=1): the MPI examples ran in the plain pass, and the library calls they make are run by the other tests here"
+  exit 77
+fi
 
 # Open MPI in a container, one host.  Local ranks inherit this environment.
 #  - plm_rsh_agent empty: mpirun otherwise refuses to start when neither ssh

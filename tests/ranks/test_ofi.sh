@@ -36,9 +36,18 @@ expect_init_fail() {
 }
 per_node2='LOOM_HOSTID=node$((LOOM_RANK / 2)) exec "$0" "$@"'
 
+# LOOM_TEST_LIGHT=1 (the sanitizer pass of scripts/test.sh): the "full"
+# matrices keep every collective and root but fewer types, ops and sizes.
+FULL=
+NODE_SIZES=1,1021,70001,300007
+if [ "${LOOM_TEST_LIGHT:-0}" = 1 ]; then
+  FULL="-s 0,1,1021,65537 -t float32,int8,float16,float64 -o sum,max,avg,premulsum"
+  NODE_SIZES=1,1021,70001
+fi
+
 # ---- libfabric tcp (with ofi_rxm): every peer over ofi -------------------------
 export LOOM_SHM_DISABLE=1 LOOM_NET=ofi LOOM_OFI_PROVIDER=tcp
-LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET,INIT run_ranks 3 120 "$CT"
+LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET,INIT run_ranks 3 120 "$CT" $FULL
 expect_count "cases passed" 3 "ofi tcp: full matrix, 3 ranks"
 expect_count "by collective:\( [a-z]* [1-9][0-9]*\)*\$" 1 "ofi tcp: every collective ran"
 expect_count "LOOM INFO ofi: rank [0-2]: provider tcp;ofi_rxm (LOOM_OFI_PROVIDER), domain lo," 3 \
@@ -60,7 +69,7 @@ expect_count "cases passed" 4 "ofi shm: small matrix, 4 ranks"
 
 # ---- nodes: shm inside, ofi across ------------------------------------------------
 LOOM_SHM_DISABLE=0 LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET run_ranks 4 120 sh -c "$per_node2" "$CT" \
-  -s 1,1021,70001,300007 -t float32,bfloat16,int64 -o sum,avg,premulsum
+  -s $NODE_SIZES -t float32,bfloat16,int64 -o sum,avg,premulsum
 expect_count "cases passed" 4 "ofi tcp: 2 nodes x 2 ranks (LOOM_HOSTID)"
 expect_count "LOOM INFO rank [0-3]: 1 peer(s) over shm, 2 over ofi (LOOM_NET=ofi; shm inside the node)" 4 \
   "2 nodes x 2 ranks: shm inside a node, ofi across"
@@ -79,7 +88,7 @@ expect_count "mismatch detected .*invalid usage" 3 "ofi: count mismatch is loomI
 # ---- a plugin: Loom's TCP transport as libloom-net-tcpplug.so ----------------------
 unset LOOM_NET LOOM_OFI_PROVIDER
 export LD_LIBRARY_PATH="$PLUGDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-LOOM_NET_PLUGIN=tcpplug LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET run_ranks 3 120 "$CT"
+LOOM_NET_PLUGIN=tcpplug LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET run_ranks 3 120 "$CT" $FULL
 expect_count "cases passed" 3 "plugin tcpplug: full matrix, 3 ranks"
 expect_count "LOOM INFO LOOM_NET_PLUGIN=tcpplug: loaded libloom-net-tcpplug.so, transport \"tcpplug\" (API version [0-9]*)" 3 \
   "plugin tcpplug: every rank loads it"

@@ -6,6 +6,10 @@
 # runs: loom-perf at 2 and 4 ranks on 1 and 2 LOOM_HOSTID nodes, --ddp at 1
 # and 2 ranks, and over network namespaces when root.  About 15 s.
 . "$(dirname "$0")/lib.sh"
+if [ "${LOOM_TEST_LIGHT:-0}" = 1 ]; then
+  echo "SKIP: sanitizer pass (LOOM_TEST_LIGHT=1): loom-scaling ran in the plain pass, and the library calls it makes are run by the other tests here"
+  exit 77
+fi
 : "${LOOMPERF:?}" "${LOOMDDP:?}" "${LOOMSCALING:?}"
 command -v python3 >/dev/null || { echo "SKIP: no python3 (loom-scaling's tables need it)"; exit 77; }
 started=$SECONDS

@@ -55,7 +55,7 @@ static void check_split(size_t count, int n) {
 
 START_TEST(split_many) {
   snprintf(ctx, sizeof ctx, "split");
-  for (int n = 1; n <= MAX_RANKS; n++) {
+  for (int n = 1; n <= sim_ranks(MAX_RANKS); n++) {
     for (size_t count = 0; count <= 300; count++)
       check_split(count, n);
     static const size_t big[] = {
@@ -164,7 +164,7 @@ static void run_coll(enum coll coll) {
   int top = coll == RING_AR || coll == RD_AR || coll == RD_AG ? MAX_RANKS : QUADRATIC_RANKS;
   if (!quadratic(coll) && is_rooted(coll))
     top = QUADRATIC_RANKS; /* every root of every rank count: n^2 runs */
-  for (int n = 1; n <= top; n = pow2 ? 2 * n : n + 1)
+  for (int n = 1; n <= sim_ranks(top); n = pow2 ? 2 * n : n + 1)
     run_n(coll, n);
 }
 
@@ -242,7 +242,7 @@ static void run_alltoallv(int n) {
 }
 
 START_TEST(direct_alltoallv) {
-  for (int n = 1; n <= QUADRATIC_RANKS; n++)
+  for (int n = 1; n <= sim_ranks(QUADRATIC_RANKS); n++)
     run_alltoallv(n);
 }
 END_TEST

@@ -91,8 +91,8 @@ static void run_counts(enum coll coll, int n, void (*b)(int, int, size_t, int, s
 
 START_TEST(hier_allreduce_every_shape) {
   /* every nodes x ranks-per-node with both above 1 and at most 64 ranks */
-  for (int nodes = 2; nodes <= MAX_RANKS / 2; nodes++)
-    for (int per = 2; nodes * per <= MAX_RANKS; per++)
+  for (int nodes = 2; nodes <= sim_ranks(MAX_RANKS) / 2; nodes++)
+    for (int per = 2; nodes * per <= sim_ranks(MAX_RANKS); per++)
       for (int il = 0; il < 2; il++) {
         uniform_shape(nodes, per, il);
         char what[64];
@@ -126,7 +126,7 @@ static void odd_shape(int n, int variant) {
 }
 
 START_TEST(ordered_rings_every_count) {
-  for (int n = 1; n <= MAX_RANKS; n++)
+  for (int n = 1; n <= sim_ranks(MAX_RANKS); n++)
     for (int v = 0; v < 3; v++) {
       odd_shape(n, v);
       char what[64];
@@ -141,7 +141,7 @@ START_TEST(ordered_rings_every_count) {
 END_TEST
 
 START_TEST(dbtree_allreduce_every_shape) {
-  for (int n = 1; n <= MAX_RANKS; n++) {
+  for (int n = 1; n <= sim_ranks(MAX_RANKS); n++) {
     for (int v = 0; v < 3; v++) {
       odd_shape(n, v);
       char what[64];
@@ -155,7 +155,7 @@ START_TEST(dbtree_allreduce_every_shape) {
     run_counts(RING_AR, n, dbtree_builder, "double binary tree, one rank per node", n <= 12);
   }
   for (int nodes = 2; nodes <= 16; nodes++)
-    for (int per = 2; nodes * per <= MAX_RANKS; per += 3) {
+    for (int per = 2; nodes * per <= sim_ranks(MAX_RANKS); per += 3) {
       uniform_shape(nodes, per, 1);
       run_counts(RING_AR, nodes * per, dbtree_builder, "double binary tree, interleaved", 0);
     }
@@ -163,7 +163,7 @@ START_TEST(dbtree_allreduce_every_shape) {
 END_TEST
 
 START_TEST(rhd_allreduce_powers_of_two) {
-  for (int n = 1; n <= MAX_RANKS; n *= 2)
+  for (int n = 1; n <= sim_ranks(MAX_RANKS); n *= 2)
     run_counts(RING_AR, n, rhd_builder, "recursive halving-doubling", 1);
 }
 END_TEST
@@ -225,7 +225,7 @@ END_TEST
  * of its node) per phase, whatever the interleaving. */
 START_TEST(channel_rings_every_count) {
   for (channels = 2; channels <= LOOM_MAX_CHANNELS; channels++)
-    for (int n = 1; n <= (channels == 2 ? MAX_RANKS : 24); n++)
+    for (int n = 1; n <= sim_ranks(channels == 2 ? MAX_RANKS : 24); n++)
       for (int v = 0; v < 4; v++) {
         if (v == 3) {
           int id[MAX_RANKS] = {0};

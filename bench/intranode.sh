@@ -22,6 +22,9 @@
 #   PYTHON   Python with torch for gloo-perf.py (default /usr/bin/python3)
 #   PLOT     FILE.png: also draw busbw against size for the four, one panel
 #            per collective (gnuplot; Debian package gnuplot-nox)
+#   KEEP     DIR: keep every run's raw output, the plotted data (COLL.dat:
+#            size and busbw of loom, mpi, gloo, ceiling) and the gnuplot
+#            script (plot.gp) in DIR, to re-plot or re-read without a rerun
 # A program that cannot run here (no MPI, no torch) shows n/a and the rest
 # goes on.  Columns are out-of-place times (gloo: its only form; all_reduce
 # works in place).  busbw is recomputed from the median time with nccl-tests'
@@ -78,8 +81,15 @@ else
   echo "# ceiling: n/a ($CEILING not built)"
 fi
 
+KEEP=${KEEP:-}
 tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
+# KEEP: copy the work directory, with plot.gp pointing at the copies.
+keep_results() {
+  mkdir -p "$KEEP" && keep_abs=$(cd "$KEEP" && pwd) && cp -R "$tmp"/. "$keep_abs"/ &&
+    if [ -f "$keep_abs/plot.gp" ]; then sed -i "s|$tmp|$keep_abs|g" "$keep_abs/plot.gp"; fi &&
+    echo "# kept: $keep_abs" >&2
+}
+trap 'if [ -n "$KEEP" ]; then keep_results; fi; rm -rf "$tmp"' EXIT
 trap 'exit 130' INT TERM
 printf '%s\n' "$SIZES" | tr ';' '\n' | sed 's/^ *//; s/ *$//; /^$/d' >"$tmp/passes"
 npasses=$(wc -l <"$tmp/passes")

@@ -29,11 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define EXPECT(cond, ...)                                                      \
-  do {                                                                         \
-    if (!(cond))                                                               \
-      ck_abort_msg(__VA_ARGS__);                                               \
-  } while (0)
+#include "check_expect.h"
 
 /* ---- tags, headers, parts, address blobs -------------------------------------- */
 

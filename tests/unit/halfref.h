@@ -14,13 +14,7 @@
 
 /* ---- Helpers ------------------------------------------------------------- */
 
-/* Check's ck_assert records every passing check through its IPC channel,
- * which costs a system call; loops over many elements use this instead. */
-#define EXPECT(cond, ...)                                                      \
-  do {                                                                         \
-    if (!(cond))                                                               \
-      ck_abort_msg(__VA_ARGS__);                                               \
-  } while (0)
+#include "check_expect.h"
 
 static uint64_t rng_state;
 

@@ -414,7 +414,13 @@ def t_bad_input(args, c):
     c.raises(lambda: dist.all_gather([torch.zeros(3)] * n, torch.zeros(4)),
              "has 3 elements but the tensor it pairs with has 4", "all_gather size mismatch")
     c.raises(lambda: dist.all_gather_into_tensor(torch.zeros(3 * n + 1), torch.zeros(3)),
-             "group size", "all_gather_into_tensor size mismatch")
+             "output has %d elements; it must have group size (%d) x input's 3" % (3 * n + 1, n),
+             "all_gather_into_tensor size mismatch")
+    c.raises(lambda: dist.reduce_scatter_tensor(torch.zeros(3), torch.zeros(3 * n + 1)),
+             "input has %d elements; it must have group size (%d) x output's 3" % (3 * n + 1, n),
+             "reduce_scatter_tensor size mismatch")
+    c.raises(lambda: dist.reduce_scatter_tensor(torch.zeros(3), torch.zeros(3 * n).double()),
+             "input and output must have one dtype", "reduce_scatter_tensor dtype mismatch")
     c.raises(lambda: dist.all_to_all_single(torch.zeros(n), torch.zeros(n),
                                             input_split_sizes=[1] * (n + 1),
                                             output_split_sizes=[1] * n),

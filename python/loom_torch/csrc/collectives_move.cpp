@@ -110,11 +110,7 @@ WorkPtr ProcessGroupLoom::_allgather_base(at::Tensor &output, at::Tensor &input,
   static const char op[] = "all_gather_into_tensor";
   LoomBuffer out = checked_buffer(output, op, "output");
   LoomBuffer in = checked_buffer(input, op, "input");
-  TORCH_CHECK(input.scalar_type() == output.scalar_type(), "loom ", op,
-              ": input and output must have one dtype");
-  TORCH_CHECK(output.numel() == input.numel() * size_, "loom ", op, ": output has ",
-              output.numel(), " elements; it must have group size (", size_, ") x input's ",
-              input.numel());
+  check_whole_and_part(output, "output", input, "input", size_, op);
   std::lock_guard<std::mutex> lock(queue_mutex_);
   auto work = make_work(c10d::OpType::_ALLGATHER_BASE, op, {output});
   work->hold(input);

@@ -101,11 +101,7 @@ WorkPtr ProcessGroupLoom::_reduce_scatter_base(at::Tensor &output, at::Tensor &i
   static const char op[] = "reduce_scatter_tensor";
   LoomBuffer out = checked_buffer(output, op, "output");
   LoomBuffer in = checked_buffer(input, op, "input");
-  TORCH_CHECK(input.scalar_type() == output.scalar_type(), "loom ", op,
-              ": input and output must have one dtype");
-  TORCH_CHECK(input.numel() == output.numel() * size_, "loom ", op, ": input has ",
-              input.numel(), " elements; it must have group size (", size_, ") x output's ",
-              output.numel());
+  check_whole_and_part(input, "input", output, "output", size_, op);
   std::lock_guard<std::mutex> lock(queue_mutex_);
   LoomReduction red(opts.reduceOp, output, comm_, op);
   auto work = make_work(c10d::OpType::_REDUCE_SCATTER_BASE, op, {output});

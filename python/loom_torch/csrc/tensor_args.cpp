@@ -139,6 +139,16 @@ void check_count(size_t got, size_t n, const char *op, const char *what) {
   TORCH_CHECK(got == n, "loom ", op, ": expected ", n, " ", what, ", got ", got);
 }
 
+void check_whole_and_part(const at::Tensor &whole, const char *whole_name,
+                          const at::Tensor &part, const char *part_name, int size,
+                          const char *op) {
+  TORCH_CHECK(whole.scalar_type() == part.scalar_type(), "loom ", op,
+              ": input and output must have one dtype");
+  TORCH_CHECK(whole.numel() == part.numel() * size, "loom ", op, ": ", whole_name, " has ",
+              whole.numel(), " elements; it must have group size (", size, ") x ", part_name,
+              "'s ", part.numel());
+}
+
 void check_rank(int64_t rank, int size, const char *op, const char *what) {
   TORCH_CHECK(rank >= 0 && rank < size, "loom ", op, ": ", what, " ", rank,
               " is not a rank of this group (0..", size - 1, ")");

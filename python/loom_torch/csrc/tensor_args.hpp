@@ -39,6 +39,13 @@ void check_same_shape(const std::vector<at::Tensor> &list, const at::Tensor &lik
 // Checks that a vector argument holds exactly `n` entries.
 void check_count(size_t got, size_t n, const char *op, const char *what);
 
+// For the single-tensor forms (all_gather_into_tensor, reduce_scatter_tensor):
+// input and output share a dtype, and the `whole` one (named `whole_name`)
+// holds group size x the elements of the `part` one.
+void check_whole_and_part(const at::Tensor &whole, const char *whole_name,
+                          const at::Tensor &part, const char *part_name, int size,
+                          const char *op);
+
 // Checks a root or peer rank against the group size.
 void check_rank(int64_t rank, int size, const char *op, const char *what);
 

@@ -15,6 +15,7 @@
  *   this rank has no local peer)
  */
 #include "select.h"
+#include "shm/shm.h"
 #include "bootstrap/wire.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -265,6 +266,23 @@ static loomResult_t mux_progress(void *vctx, int *progressed, int *failed_peer) 
       LOOM_CHECK(ctx->tp[t]->progress(ctx->sub[t], progressed, failed_peer));
   return loomSuccess;
 }
+
+static int mux_can_peek(void *conn) {
+  struct mux_conn *c = conn;
+  return c->tp == &loom_transport_shm && loom_shm_can_peek(c->conn);
+}
+
+static size_t mux_peek(void *conn, struct loom_xfer *x, const void **data) {
+  struct mux_conn *c = conn;
+  return loom_shm_peek(c->conn, x, data);
+}
+
+static void mux_consume(void *conn, struct loom_xfer *x) {
+  struct mux_conn *c = conn;
+  loom_shm_consume(c->conn, x);
+}
+
+const struct loom_peek_ops loom_mux_peek_ops = {mux_can_peek, mux_peek, mux_consume};
 
 static int mux_poll_fds(void *vctx, struct pollfd *fds, int max) {
   struct mux_ctx *ctx = vctx;

@@ -40,6 +40,22 @@ extern const struct loom_transport loom_transport_mux;
 /* Whether a mux context currently routes any peer over a busy-wait
  * transport. */
 int loom_mux_busy_wait(void *mux_ctx);
+/* Reading in place, so that a reduction reads received data straight
+ * from a shared-memory FIFO instead of a copy of it.  A receive posted
+ * with buf == NULL on a connection whose `can` is 1 is not copied: `peek`
+ * gives the next arrived part of it (its bytes and where they are; 0 when
+ * none has arrived, or when the connection failed: progress then reports
+ * it), `consume` hands that part back to the sender, and the part that
+ * completes the message sets its done.  Only the receive at the front of
+ * its connection can be read; parts are whole elements of every datatype. */
+struct loom_peek_ops {
+  int (*can)(void *conn);
+  size_t (*peek)(void *conn, struct loom_xfer *x, const void **data);
+  void (*consume)(void *conn, struct loom_xfer *x);
+};
+/* The mux's, for its connections: in place over shm (unless single copy
+ * is on for that peer, or LOOM_SHM_DIRECT_REDUCE=0), never over a network. */
+extern const struct loom_peek_ops loom_mux_peek_ops;
 /* What the mux context carries, e.g. "shm+tcp", "ofi" (for the log). */
 const char *loom_mux_name(void *mux_ctx);
 

@@ -173,6 +173,7 @@ static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
   e->tp = comm->tp;
   e->tp_ctx = comm->tp_ctx;
   e->conns = comm->conns;
+  e->peek = comm->tp != NULL ? &loom_mux_peek_ops : NULL;
   e->bs = comm->bs;
   e->abort_flag = &comm->abort_flag;
   e->wake_fd = comm->wake_fd;

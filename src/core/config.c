@@ -79,6 +79,11 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          "from the sender's memory (process_vm_readv, one copy) where the kernel "
          "allows it; 0 (default, faster on the machines measured): copy through "
          "the FIFO (two copies)"},
+    [LOOM_PARAM_SHM_DIRECT_REDUCE] =
+        {"LOOM_SHM_DIRECT_REDUCE", LOOM_PARAM_T_INT, "1", 0, 1,
+         "1 (default): data received over shared memory for a reduction is "
+         "reduced straight from the FIFO; 0: copied to a staging slot first "
+         "(one more copy; for comparison)"},
     [LOOM_PARAM_ALGO] =
         {"LOOM_ALGO", LOOM_PARAM_T_STRING, NULL, 0, 0,
          "limit the algorithms the tuner may pick, NCCL_ALGO's syntax: items separated "

@@ -3,8 +3,9 @@
  *
  * Messages on a connection are ordered by (step, slice), skipping empty
  * slices; both ends derive the same order from the same schedule, so no
- * tags are needed.  Receives that reduce land in a few temp slots; those
- * that copy land straight in recvbuff.
+ * tags are needed.  Receives that reduce are read in place from the
+ * transport where it can (shared memory) and otherwise land in a few temp
+ * slots; those that copy land straight in recvbuff.
  */
 #include "engine/engine.h"
 #include "core/error.h"
@@ -96,6 +97,7 @@ struct run {
   int fifo_head, fifo_count;
   int reduce_inflight;
   size_t reduce_posted;
+  size_t peek_off; /* bytes reduced so far of the front receive, read in place */
   /* the schedule's local copy, done a slice at a time while waiting */
   const char *copy_src;
   char *copy_dst;
@@ -302,6 +304,27 @@ static loomResult_t post_sends(struct run *r, int *progressed) {
   return loomSuccess;
 }
 
+/* Whether slice k of step st's receive writes memory its own send of slice
+ * k reads (in place): then the send must have left first. */
+static int clobbers_own_send(const struct run *r, const struct loom_step *st, int k) {
+  if (st->send_peer < 0)
+    return 0;
+  size_t at = (size_t)k * r->slice_elems;
+  return ranges_overlap(buf_at(r, st->send_buf, st->send_off + at),
+                        slice_len(r, st->send_count, k) * r->esize,
+                        buf_at(r, st->recv_buf, st->recv_off + at),
+                        slice_len(r, st->recv_count, k) * r->esize);
+}
+
+/* Whether slice k of step st's reduce-receive may be read in place.  Not
+ * when it must wait for its own send to leave (in place, above): that send
+ * may need the very FIFO cells the reading would free, and the two ranks
+ * of a pair would wait on each other. */
+static int may_read_in_place(const struct run *r, const struct loom_step *st, int k) {
+  const struct loom_peek_ops *peek = r->e->peek;
+  return peek != NULL && peek->can(r->e->conns[st->recv_peer]) && !clobbers_own_send(r, st, k);
+}
+
 static loomResult_t post_recvs(struct run *r, int *progressed) {
   const struct loom_transport *tp = r->e->tp;
   while (r->next_recv < r->nslots && r->fifo_count < ENGINE_RECV_FIFO) {
@@ -313,7 +336,9 @@ static loomResult_t post_recvs(struct run *r, int *progressed) {
     size_t n = st->recv_peer >= 0 ? slice_len(r, st->recv_count, k) : 0;
     if (n > 0) {
       struct loom_xfer *x = &r->rx[id];
-      if (st->recv_op == LOOM_RECV_REDUCE) {
+      if (st->recv_op == LOOM_RECV_REDUCE && may_read_in_place(r, st, k)) {
+        x->buf = NULL; /* complete_recvs reduces it from the transport's buffers */
+      } else if (st->recv_op == LOOM_RECV_REDUCE) {
         if (r->reduce_inflight == r->e->temp_slots)
           return loomSuccess;
         x->buf = (char *)r->e->temp +
@@ -339,16 +364,33 @@ static loomResult_t post_recvs(struct run *r, int *progressed) {
   return loomSuccess;
 }
 
-/* Whether slice k of step st's receive writes memory its own send of slice
- * k reads (in place): then the send must have left first. */
-static int clobbers_own_send(const struct run *r, const struct loom_step *st, int k) {
-  if (st->send_peer < 0)
-    return 0;
-  size_t at = (size_t)k * r->slice_elems;
-  return ranges_overlap(buf_at(r, st->send_buf, st->send_off + at),
-                        slice_len(r, st->send_count, k) * r->esize,
-                        buf_at(r, st->recv_buf, st->recv_off + at),
-                        slice_len(r, st->recv_count, k) * r->esize);
+/* Reduces received slice x (slot f, step st) part by part as it arrives,
+ * straight from the transport's buffers; 1 once all of it is done. */
+static int reduce_in_place(struct run *r, const struct fifo_entry *f,
+                           const struct loom_step *st, struct loom_xfer *x, int *progressed) {
+  const struct loom_peek_ops *peek = r->e->peek;
+  void *conn = r->e->conns[st->recv_peer];
+  size_t at = (size_t)f->k * r->slice_elems;
+  while (!x->done) {
+    const void *data;
+    size_t len = peek->peek(conn, x, &data);
+    if (len == 0)
+      return 0; /* not arrived yet (or the connection failed: progress says) */
+    size_t off = at + r->peek_off / r->esize, n = len / r->esize;
+    char *dst = buf_at(r, st->recv_buf, st->recv_off + off);
+    const char *mine = buf_at(r, st->mine_buf, st->mine_off + off);
+    if (st->recv_first)
+      loom_reduce(dst, data, mine, n, r->op->datatype, r->op->op);
+    else
+      loom_reduce(dst, mine, data, n, r->op->datatype, r->op->op);
+    if (st->finalize && r->op->op == loomAvg)
+      loom_scale_avg(dst, n, r->op->datatype, r->e->nranks);
+    r->peek_off += len;
+    peek->consume(conn, x);
+    *progressed = 1;
+  }
+  r->peek_off = 0;
+  return 1;
 }
 
 /* Reduces/finishes received slices in posting order. */
@@ -356,12 +398,16 @@ static void complete_recvs(struct run *r, int *progressed) {
   while (r->fifo_count > 0) {
     const struct fifo_entry *f = &r->fifo[r->fifo_head];
     struct loom_xfer *x = &r->rx[f->id];
-    if (!x->done)
-      return;
     const struct loom_step *st = &r->s->steps[f->step];
+    int in_place = x->buf == NULL;
+    if (!x->done && !in_place)
+      return;
     if (clobbers_own_send(r, st, f->k) && !(r->next_send > f->id && r->sx[f->id].done))
       return;
-    if (st->recv_op == LOOM_RECV_REDUCE) {
+    if (in_place) {
+      if (!reduce_in_place(r, f, st, x, progressed))
+        return;
+    } else if (st->recv_op == LOOM_RECV_REDUCE) {
       size_t at = (size_t)f->k * r->slice_elems, n = slice_len(r, st->recv_count, f->k);
       char *dst = buf_at(r, st->recv_buf, st->recv_off + at);
       const char *mine = buf_at(r, st->mine_buf, st->mine_off + at);
@@ -674,6 +720,7 @@ loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op 
   r.fifo_head = r.fifo_count = 0;
   r.reduce_inflight = 0;
   r.reduce_posted = 0;
+  r.peek_off = 0;
   r.copy_src = NULL;
   r.copy_dst = NULL;
   r.copy_left = 0;

@@ -17,6 +17,8 @@ struct loom_engine {
   const struct loom_transport *tp;
   void *tp_ctx;
   void **conns;                  /* per rank, NULL when not connected */
+  /* NULL, or how to reduce straight from the transport's buffers */
+  const struct loom_peek_ops *peek;
   struct loom_bootstrap *bs;     /* failure notices travel its ring */
   const volatile int *abort_flag;
   int wake_fd;                   /* eventfd written by loomCommAbort */

@@ -1,7 +1,9 @@
 #!/bin/bash
 # The shared-memory transport: chosen for ranks of one host (and not with
-# LOOM_SHM_DISABLE=1), single copy where allowed with LOOM_SHM_CMA=1, a /dev/shm too small explained, segments of killed
-# ranks removed, nothing left in /dev/shm.
+# LOOM_SHM_DISABLE=1), single copy where allowed with LOOM_SHM_CMA=1,
+# reductions read in place or staged (LOOM_SHM_DIRECT_REDUCE), a /dev/shm
+# too small explained, segments of killed ranks removed, nothing left in
+# /dev/shm.
 . "$(dirname "$0")/lib.sh"
 CT="$TESTBIN/ranks/coll_test"
 
@@ -10,6 +12,12 @@ expect_count "cases passed" 3 "3 ranks over shm"
 expect_count "2 peer(s) over shm, 0 over tcp" 3 "every rank routes its 2 local peers over shm"
 expect_count "segment unlinked" 3 "every segment unlinked once mapped"
 expect_count "single copy .*: off, two copies - LOOM_SHM_CMA=0" 3 "two copies by default (LOOM_SHM_CMA=0)"
+expect_count "reductions read the FIFO in place: on" 3 "reductions read the FIFO in place by default"
+# Reductions through a staging slot (the path network peers take), every
+# op, slices of several cells and more than a slice (LOOM_CHUNK_BYTES 512K).
+LOOM_DEBUG=INFO LOOM_SHM_DIRECT_REDUCE=0 run_ranks 3 120 "$CT" -s 1,70001,300007 -t float32,int32 -o sum,prod,max,avg
+expect_count "cases passed" 3 "3 ranks over shm, reductions staged (LOOM_SHM_DIRECT_REDUCE=0)"
+expect_count "reductions read the FIFO in place: off" 3 "LOOM_SHM_DIRECT_REDUCE=0: staged"
 LOOM_DEBUG=INFO LOOM_SHM_CMA=1 run_ranks 3 120 "$CT" -s 1,70001,300007 -t float32,int8 -o sum,max
 expect_count "cases passed" 3 "3 ranks over shm, single copy (LOOM_SHM_CMA=1)"
 expect_count "single copy (process_vm_readv) from 64 KiB: on" 3 "LOOM_SHM_CMA=1: single copy on (root, same user)"

@@ -2,12 +2,15 @@
  * check_shm.c — the shared-memory transport in one process: two "ranks"
  * (contexts) connected by two threads, then messages of every protocol
  * (inline, one cell, many cells, more than the FIFO holds, single copy,
- * hundreds queued) moved by progress calls, compared byte by byte; fingerprint and
- * size mismatches; segments gone from /dev/shm once connected.
+ * hundreds queued) moved by progress calls, compared byte by byte; receives
+ * read in place (loom_shm_peek, as the engine reduces from the FIFO);
+ * fingerprint and size mismatches; segments gone from /dev/shm once
+ * connected.
  */
 #include "core/config.h"
 #include "core/timeutil.h"
 #include "transport.h"
+#include "shm/shm.h"
 
 #include <check.h>
 #include <pthread.h>
@@ -193,6 +196,110 @@ END_TEST
 START_TEST(size_mismatch) { mismatch(10, 20, 5, 5); }
 END_TEST
 
+/* Reads receive x of conn in place, as the engine does, into out: parts
+ * in order, whole cells, each handed back once copied. */
+static loomResult_t read_in_place(struct pair *pr, void *conn, struct loom_xfer *x, uint8_t *out,
+                                  int *failed) {
+  uint64_t end = loom_deadline_ms(10000);
+  size_t off = 0;
+  while (!x->done) {
+    int progressed = 0;
+    for (int r = 0; r < 2; r++) {
+      loomResult_t res = tp->progress(pr->ctx[r], &progressed, failed);
+      if (res != loomSuccess)
+        return res;
+    }
+    const void *data;
+    size_t len = loom_shm_peek(conn, x, &data);
+    if (len > 0) {
+      ck_assert_uint_le(off + len, x->len);
+      memcpy(out + off, data, len);
+      off += len;
+      loom_shm_consume(conn, x);
+    }
+    if (loom_ms_left(end) == 0)
+      return loomTimeout;
+  }
+  ck_assert_uint_eq(off, x->len);
+  return loomSuccess;
+}
+
+/* An in-place receive, then a copied one behind it on the same
+ * connection: both arrive whole and in order, whatever their sizes. */
+static void in_place_then_copied(size_t len) {
+  struct pair pr;
+  pair_open(&pr);
+  ck_assert_int_eq(loom_shm_can_peek(pr.conn[1]), 1);
+  uint8_t *s1 = malloc(len), *s2 = malloc(len), *r1 = malloc(len), *r2 = malloc(len + 1);
+  fill(s1, len, 1);
+  fill(s2, len, 2);
+  memset(r2, 0xee, len + 1);
+  struct loom_xfer sx1 = {.buf = s1, .len = len, .fp = {3, 4}};
+  struct loom_xfer sx2 = {.buf = s2, .len = len, .fp = {3, 4}};
+  struct loom_xfer rx1 = {.buf = NULL, .len = len, .fp = {3, 4}};
+  struct loom_xfer rx2 = {.buf = r2, .len = len, .fp = {3, 4}};
+  ck_assert_int_eq(tp->irecv(pr.conn[1], &rx1), loomSuccess);
+  ck_assert_int_eq(tp->irecv(pr.conn[1], &rx2), loomSuccess);
+  ck_assert_int_eq(tp->isend(pr.conn[0], &sx1), loomSuccess);
+  ck_assert_int_eq(tp->isend(pr.conn[0], &sx2), loomSuccess);
+  const void *data;
+  ck_assert_uint_eq(loom_shm_peek(pr.conn[1], &rx2, &data), 0); /* not the front */
+  int failed = -1;
+  ck_assert_int_eq(read_in_place(&pr, pr.conn[1], &rx1, r1, &failed), loomSuccess);
+  struct loom_xfer *xs[] = {&sx1, &sx2, &rx2};
+  ck_assert_int_eq(run_until(&pr, xs, 3, &failed), loomSuccess);
+  ck_assert_msg(memcmp(s1, r1, len) == 0, "%zu bytes read in place arrived changed", len);
+  ck_assert_msg(memcmp(s2, r2, len) == 0, "%zu bytes copied after them arrived changed", len);
+  ck_assert_int_eq(r2[len], 0xee);
+  pair_close(&pr);
+  free(s1);
+  free(s2);
+  free(r1);
+  free(r2);
+}
+
+START_TEST(read_in_place_sizes) {
+  static const size_t lens[] = {1, 24, 25, 65472, 65473, 131072, (1u << 20) + 8};
+  for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
+    in_place_then_copied(lens[i]);
+}
+END_TEST
+
+START_TEST(read_in_place_mismatch) {
+  struct pair pr;
+  pair_open(&pr);
+  uint8_t s[100] = {0}, r[100];
+  struct loom_xfer sx = {.buf = s, .len = 100, .fp = {5, 9}};
+  struct loom_xfer rx = {.buf = NULL, .len = 100, .fp = {6, 9}};
+  ck_assert_int_eq(tp->isend(pr.conn[0], &sx), loomSuccess);
+  ck_assert_int_eq(tp->irecv(pr.conn[1], &rx), loomSuccess);
+  int failed = -1;
+  ck_assert_int_eq(read_in_place(&pr, pr.conn[1], &rx, r, &failed), loomInvalidUsage);
+  ck_assert_int_eq(failed, 0);
+  ck_assert_int_eq(rx.done, 0);
+  ck_assert_int_eq(rx.fp_mismatch, 1);
+  ck_assert(rx.peer_fp[0] == 5 && rx.peer_fp[1] == 9);
+  pair_close(&pr);
+}
+END_TEST
+
+/* Off with single copy (the data is not in a cell) or when turned off. */
+START_TEST(read_in_place_when) {
+  const char *var[2] = {"LOOM_SHM_CMA", "LOOM_SHM_DIRECT_REDUCE"};
+  const char *val[2] = {"1", "0"};
+  for (int i = 0; i < 2; i++) {
+    setenv(var[i], val[i], 1);
+    loom_config_reload();
+    struct pair pr;
+    pair_open(&pr);
+    ck_assert_msg(loom_shm_can_peek(pr.conn[0]) == 0, "in place with %s=%s", var[i], val[i]);
+    pair_close(&pr);
+    unsetenv(var[i]);
+    loom_config_reload();
+  }
+}
+END_TEST
+
 START_TEST(segments_unlinked) {
   struct pair pr;
   pair_open(&pr);
@@ -215,6 +322,9 @@ int main(void) {
   tcase_add_test(tc, sizes);
   tcase_add_test(tc, sizes_two_copies);
   tcase_add_test(tc, many_queued_both_ways);
+  tcase_add_test(tc, read_in_place_sizes);
+  tcase_add_test(tc, read_in_place_mismatch);
+  tcase_add_test(tc, read_in_place_when);
   tcase_add_test(tc, fingerprint_mismatch);
   tcase_add_test(tc, size_mismatch);
   tcase_add_test(tc, segments_unlinked);

@@ -61,6 +61,7 @@ struct shm_conn {
   struct xferq ackq;    /* sends the peer has still to read */
   uint64_t cma_acked;   /* of those, how many we saw it finish */
   uint64_t cma_read;    /* single-copy messages we read from the peer */
+  int peek_ok; /* receives may be read in place (loom_shm_peek) */
 };
 
 struct shm_ctx {
@@ -240,20 +241,24 @@ static loomResult_t shm_connect(void *vctx, int npeers, const int *peers, const 
     res = unlink_when_mapped(ctx, npeers, deadline);
   else
     shm_seg_unlink(&ctx->own);
-  int ncma = 0;
+  int ncma = 0, npeek = 0;
   char why[128] = "";
   for (int i = 0; res == loomSuccess && i < ctx->nopen; i++) {
     struct shm_conn *c = ctx->open[i];
     c->cma = cma_probe(c->pid, c->probe_addr, why, sizeof why);
     ncma += c->cma;
+    /* a single-copy message has no cell to read from */
+    c->peek_ok = !c->cma && loom_param_int(LOOM_PARAM_SHM_DIRECT_REDUCE);
+    npeek += c->peek_ok;
   }
   if (res == loomSuccess)
     LOOM_INFO(LOOM_LOG_NET,
               "shm: rank %d connected to %d local peer(s); segment unlinked; single copy "
-              "(process_vm_readv) from %u KiB: %s%s%s",
+              "(process_vm_readv) from %u KiB: %s%s%s; reductions read the FIFO in place: %s",
               ctx->rank, made, SHM_CMA_MIN >> 10,
               ncma == made ? "on" : ncma ? "on for some peers" : "off, two copies",
-              why[0] ? " - " : "", why);
+              why[0] ? " - " : "", why,
+              npeek == made ? "on" : npeek ? "for some peers" : "off");
   return res;
 }
 
@@ -379,28 +384,50 @@ static loomResult_t cma_read(struct shm_conn *c, struct loom_xfer *x, uint64_t w
   return loomSuccess;
 }
 
-/* Copies arrived cells into the posted receives, in order. */
+/* The next cell of receive x if it has arrived and belongs to it; NULL if
+ * not yet, or on a mismatch (then the connection has failed). */
+static struct shm_cell_hdr *arrived_cell(struct shm_conn *c, struct loom_xfer *x) {
+  struct shm_cell_hdr *cell = cell_at(c->in_cells, c->next_read);
+  if (__atomic_load_n(&cell->seq, __ATOMIC_ACQUIRE) != c->next_read + 1)
+    return NULL;
+  if (cell->fp[0] != x->fp[0] || cell->fp[1] != x->fp[1]) {
+    x->peer_fp[0] = cell->fp[0];
+    x->peer_fp[1] = cell->fp[1];
+    x->fp_mismatch = 1;
+    fail_conn(c, loomInvalidUsage, "rank %d: rank %d's message belongs to another call%s", "");
+    return NULL;
+  }
+  if (cell->total != x->len || c->recv_off + cell->len > x->len) {
+    char detail[96];
+    snprintf(detail, sizeof detail, ": %llu bytes where %zu were expected",
+             (unsigned long long)cell->total, x->len);
+    fail_conn(c, loomInvalidUsage, "rank %d: rank %d sent a message of another size%s", detail);
+    return NULL;
+  }
+  return cell;
+}
+
+/* Hands the front cell back to the sender; finishes x with its last part. */
+static void release_cell(struct shm_conn *c, struct loom_xfer *x, uint32_t len) {
+  c->recv_off += len;
+  c->next_read++;
+  __atomic_store_n(&c->in_ctl->tail, c->next_read, __ATOMIC_RELEASE);
+  if (c->recv_off == x->len) {
+    c->recv_off = 0;
+    q_pop(&c->recvq);
+    x->done = 1;
+  }
+}
+
+/* Copies arrived cells into the posted receives, in order.  A receive
+ * posted without a buffer is read in place by its owner (shm_peek). */
 static loomResult_t pull_recvs(struct shm_conn *c, int *progressed) {
   struct shm_fifo_ctl *ctl = c->in_ctl;
   struct loom_xfer *x;
-  while ((x = q_front(&c->recvq)) != NULL) {
-    struct shm_cell_hdr *cell = cell_at(c->in_cells, c->next_read);
-    if (__atomic_load_n(&cell->seq, __ATOMIC_ACQUIRE) != c->next_read + 1)
-      return loomSuccess;
-    if (cell->fp[0] != x->fp[0] || cell->fp[1] != x->fp[1]) {
-      x->peer_fp[0] = cell->fp[0];
-      x->peer_fp[1] = cell->fp[1];
-      x->fp_mismatch = 1;
-      return fail_conn(c, loomInvalidUsage, "rank %d: rank %d's message belongs to another call%s",
-                       "");
-    }
-    if (cell->total != x->len || c->recv_off + cell->len > x->len) {
-      char detail[96];
-      snprintf(detail, sizeof detail, ": %llu bytes where %zu were expected",
-               (unsigned long long)cell->total, x->len);
-      return fail_conn(c, loomInvalidUsage, "rank %d: rank %d sent a message of another size%s",
-                       detail);
-    }
+  while ((x = q_front(&c->recvq)) != NULL && x->buf != NULL) {
+    struct shm_cell_hdr *cell = arrived_cell(c, x);
+    if (cell == NULL)
+      return c->failed;
     if (cell->flags & SHM_CELL_CMA) {
       uint64_t where;
       memcpy(&where, cell->inline_data, sizeof where);
@@ -422,17 +449,38 @@ static loomResult_t pull_recvs(struct shm_conn *c, int *progressed) {
       memcpy(x->buf, cell->inline_data, x->len);
     else
       memcpy((char *)x->buf + c->recv_off, (const char *)cell + SHM_LINE, cell->len);
-    c->recv_off += cell->len;
-    c->next_read++;
-    __atomic_store_n(&ctl->tail, c->next_read, __ATOMIC_RELEASE);
+    release_cell(c, x, cell->len);
     *progressed = 1;
-    if (c->recv_off == x->len) {
-      c->recv_off = 0;
-      q_pop(&c->recvq);
-      x->done = 1;
-    }
   }
   return loomSuccess;
+}
+
+int loom_shm_can_peek(void *conn) {
+  const struct shm_conn *c = conn;
+  return c->peek_ok;
+}
+
+size_t loom_shm_peek(void *conn, struct loom_xfer *x, const void **data) {
+  struct shm_conn *c = conn;
+  if (c->failed != loomSuccess || q_front(&c->recvq) != x)
+    return 0;
+  struct shm_cell_hdr *cell = arrived_cell(c, x);
+  if (cell == NULL)
+    return 0;
+  if (cell->flags & SHM_CELL_CMA) {
+    fail_conn(c, loomRemoteError, "rank %d: rank %d's stream is corrupt%s",
+              " (a single-copy message where one read in place was expected)");
+    return 0;
+  }
+  *data = x->len <= SHM_INLINE_BYTES ? (const void *)cell->inline_data
+                                     : (const void *)((const char *)cell + SHM_LINE);
+  return cell->len;
+}
+
+void loom_shm_consume(void *conn, struct loom_xfer *x) {
+  struct shm_conn *c = conn;
+  const struct shm_cell_hdr *cell = cell_at(c->in_cells, c->next_read);
+  release_cell(c, x, cell->len);
 }
 
 /* A peer with work pending whose process is gone has died. */

@@ -62,6 +62,11 @@ struct shm_seg {
   int unlinked;
 };
 
+/* shm.c: struct loom_peek_ops over a shm connection */
+int loom_shm_can_peek(void *conn);
+size_t loom_shm_peek(void *conn, struct loom_xfer *x, const void **data);
+void loom_shm_consume(void *conn, struct loom_xfer *x);
+
 /* shm_segment.c */
 size_t shm_seg_bytes(uint32_t nfifos, uint32_t cells, uint32_t cell_bytes);
 /* Creates this rank's segment; checks /dev/shm has room, saying how much

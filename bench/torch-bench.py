@@ -5,7 +5,9 @@ run on the same ranks:
   1. all_reduce (float32, sum) bus bandwidth from 4 KB to 256 MB (x4 steps)
      and at 25 MB, DDP's default bucket;
   2. small-message latency: all_reduce of one float32;
-  3. DDP step time of examples/torch/train_ddp.py's model.
+  3. DDP step time of examples/torch/train_ddp.py's two models: the MLP
+     (the example's default) and the embedding classifier
+     (communication-bound).
 
 It prints a table and the three ratios of issue 8's "Done when":
 25 MB busbw loom/gloo (goal >= 4), small latency loom/gloo (goal <= 0.1),
@@ -30,6 +32,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 MiB = 1 << 20
+DDP_MODELS = ("mlp", "embedding")  # examples/torch/train_ddp.py --model
 
 
 def sizes(quick):
@@ -68,13 +71,13 @@ def time_allreduce(dist, torch, group, nbytes, iters, warmup):
     return (time.perf_counter() - start) / iters
 
 
-def time_ddp(dist, torch, group, steps, warmup, batch):
+def time_ddp(dist, torch, group, steps, warmup, batch, kind):
     sys.path.insert(0, os.path.join(HERE, "..", "examples", "torch"))
     import train_ddp
     from torch.nn.parallel import DistributedDataParallel as DDP
-    model = DDP(train_ddp.make_model(), process_group=group)
+    model = DDP(train_ddp.make_model(kind), process_group=group)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-    data = train_ddp.synthetic_batches(dist.get_rank(), steps + warmup, batch)
+    data = train_ddp.synthetic_batches(dist.get_rank(), steps + warmup, batch, kind)
     for x, y in data[:warmup]:
         train_ddp.train_step(model, opt, x, y)
     dist.barrier(group=group)
@@ -105,9 +108,10 @@ def rank_main(args):
         t = time_allreduce(dist, torch, grp, 4, lat_iters, warmup=lat_iters // 10)
         results[("latency", name)] = slowest(dist, t)
     steps = 3 if args.quick else args.ddp_steps
-    for name, grp in groups.items():
-        t = time_ddp(dist, torch, grp, steps, warmup=2, batch=args.batch)
-        results[("ddp", name)] = slowest(dist, t)
+    for kind in DDP_MODELS:
+        for name, grp in groups.items():
+            t = time_ddp(dist, torch, grp, steps, warmup=2, batch=args.batch, kind=kind)
+            results[("ddp", kind, name)] = slowest(dist, t)
     if args.rank == 0:
         report(results, n, args.quick)
     dist.destroy_process_group()
@@ -124,17 +128,19 @@ def report(results, n, quick):
         print("%10s %12.1f %10.3f %12.1f %10.3f %10.2f" % (human(nbytes), lt * 1e6, lb, gt * 1e6,
                                                           gb, lb / gb))
     ll, gl = results[("latency", "loom")], results[("latency", "gloo")]
-    ld, gd = results[("ddp", "loom")], results[("ddp", "gloo")]
     print("small all_reduce (4 B): loom %.1f us, gloo %.1f us" % (ll * 1e6, gl * 1e6))
-    print("DDP step (examples/torch/train_ddp.py model): loom %.1f ms, gloo %.1f ms"
-          % (ld * 1e3, gd * 1e3))
+    for kind in DDP_MODELS:
+        print("DDP step (examples/torch/train_ddp.py --model %s): loom %.1f ms, gloo %.1f ms"
+              % (kind, results[("ddp", kind, "loom")] * 1e3, results[("ddp", kind, "gloo")] * 1e3))
     print()
     key = 25 * MiB if not quick else max(sizes(quick))
     lb = results[(key, "gloo")] / results[(key, "loom")]
     print("ratios (issue 8, Done when):")
     print("  all_reduce %s busbw loom/gloo   %6.2f   (goal >= 4)" % (human(key), lb))
     print("  small latency loom/gloo          %6.3f   (goal <= 0.1)" % (ll / gl))
-    print("  DDP step time loom/gloo          %6.3f   (goal <= 0.6)" % (ld / gd))
+    for kind in DDP_MODELS:
+        print("  DDP step time loom/gloo, %-9s %6.3f   (goal <= 0.6)"
+              % (kind, results[("ddp", kind, "loom")] / results[("ddp", kind, "gloo")]))
     if quick:
         print("  (--quick: the busbw ratio is at %s, not 25MB)" % human(key))
 

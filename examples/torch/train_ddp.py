@@ -30,11 +30,19 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 IN_FEATURES, WIDTH, CLASSES = 512, 2048, 10
+VOCAB, EMBED_DIM, TOKENS = 100000, 128, 64
+MODELS = ("mlp", "embedding")
 
 
-def make_model(depth=4):
-    """An MLP: 512 -> 2048 -> ... -> 2048 -> 10 (`depth` linear layers)."""
+def make_model(kind="mlp", depth=4):
+    """mlp: 512 -> 2048 -> ... -> 2048 -> 10 (`depth` linear layers).
+    embedding: a bag-of-words text classifier, a 100k x 128 embedding
+    (mean of a sample's tokens) -> 10; its gradient is dense, as DDP
+    reduces it."""
     torch.manual_seed(0)
+    if kind == "embedding":
+        return torch.nn.Sequential(torch.nn.EmbeddingBag(VOCAB, EMBED_DIM, mode="mean"),
+                                   torch.nn.Linear(EMBED_DIM, CLASSES))
     layers = [torch.nn.Linear(IN_FEATURES, WIDTH), torch.nn.ReLU()]
     for _ in range(depth - 2):
         layers += [torch.nn.Linear(WIDTH, WIDTH), torch.nn.ReLU()]
@@ -42,8 +50,11 @@ def make_model(depth=4):
     return torch.nn.Sequential(*layers)
 
 
-def synthetic_batches(rank, steps, batch):
+def synthetic_batches(rank, steps, batch, kind="mlp"):
     g = torch.Generator().manual_seed(1234 + rank)
+    if kind == "embedding":
+        return [(torch.randint(0, VOCAB, (batch, TOKENS), generator=g),
+                 torch.randint(0, CLASSES, (batch,), generator=g)) for _ in range(steps)]
     return [(torch.randn(batch, IN_FEATURES, generator=g),
              torch.randint(0, CLASSES, (batch,), generator=g)) for _ in range(steps)]
 
@@ -62,10 +73,10 @@ def train(rank, world_size, args):
         import loom_torch  # noqa: F401  (registers the "loom" backend)
     dist.init_process_group(args.backend, rank=rank, world_size=world_size,
                             timeout=datetime.timedelta(seconds=args.timeout))
-    model = DDP(make_model())
+    model = DDP(make_model(args.model))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     times = []
-    for step, (x, y) in enumerate(synthetic_batches(rank, args.steps, args.batch)):
+    for step, (x, y) in enumerate(synthetic_batches(rank, args.steps, args.batch, args.model)):
         start = time.perf_counter()
         loss = train_step(model, optimizer, x, y)
         times.append(time.perf_counter() - start)
@@ -73,9 +84,9 @@ def train(rank, world_size, args):
             print("step %3d  loss %.4f  %.1f ms" % (step, loss, times[-1] * 1e3), flush=True)
     measured = times[args.warmup:] or times
     if rank == 0:
-        print("%s, %d ranks: mean step %.1f ms over %d steps (after %d warm-up)"
-              % (args.backend, world_size, 1e3 * sum(measured) / len(measured), len(measured),
-                 min(args.warmup, len(times))))
+        print("%s, %d ranks, %s: mean step %.1f ms over %d steps (after %d warm-up)"
+              % (args.backend, world_size, args.model, 1e3 * sum(measured) / len(measured),
+                 len(measured), min(args.warmup, len(times))))
     dist.destroy_process_group()
 
 
@@ -93,6 +104,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--backend", default="loom", choices=["loom", "gloo"])
     p.add_argument("--nprocs", type=int, default=2, help="ranks to start without torchrun")
+    p.add_argument("--model", default="mlp", choices=MODELS,
+                   help="mlp (compute and communication) or embedding (communication-bound)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3, help="steps left out of the mean")
     p.add_argument("--batch", type=int, default=4,

@@ -8,6 +8,8 @@
 #   torch_faults.py  a late rank (wait with a timeout), a stuck rank (an
 #                    error naming it after the group's timeout, no hang) and
 #                    a dead rank
+#   the example      examples/torch/train_ddp.py, both models, losses equal
+#                    to gloo's
 # Each run is bounded (the launcher's timeout, and timeout(1) around it),
 # and each rank must print its "checks passed" line.  Skips (77) when the
 # extension was not built: no torch, no headers, or an ASan build (python
@@ -42,6 +44,29 @@ for n in 2 3 4; do run_py "$n" 90 torch_ddp.py; done
 run_py 2 30 torch_faults.py --scenario late
 run_py 3 40 torch_faults.py --scenario stuck
 run_py 2 30 torch_faults.py --scenario dead
+
+# The example (examples/torch/train_ddp.py) with both of its models: the
+# losses it prints on 2 ranks equal gloo's to the last printed digit.
+example="$here/../../examples/torch/train_ddp.py"
+for model in mlp embedding; do
+  losses=""
+  for backend in loom gloo; do
+    out=$(timeout -k 5 120 "$PY" "$example" --backend "$backend" --model "$model" --nprocs 2 \
+      --steps 6 --warmup 1 --timeout 60 2>&1)
+    rc=$?
+    if [ "$rc" -ne 0 ] || ! printf '%s\n' "$out" | grep -q "$backend, 2 ranks, $model: mean step"; then
+      fail "train_ddp.py --backend $backend --model $model (rc=$rc)"
+      printf '%s\n' "$out" | tail -n 20
+    fi
+    losses="$losses|$(printf '%s\n' "$out" | grep '^step' | awk '{print $2, $4}' | tr '\n' ' ')"
+  done
+  loom_l=${losses#|}; loom_l=${loom_l%%|*}; gloo_l=${losses##*|}
+  if [ -n "$loom_l" ] && [ "$loom_l" = "$gloo_l" ]; then
+    pass "train_ddp.py --model $model: losses equal gloo's ($loom_l)"
+  else
+    fail "train_ddp.py --model $model: losses loom [$loom_l] gloo [$gloo_l]"
+  fi
+done
 
 sleep 0.2
 if pgrep -f "$here/torch_" >/dev/null; then

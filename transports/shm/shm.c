@@ -19,9 +19,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#define SHM_CELLS 8 /* a power of two: cell_at() masks */
-_Static_assert((SHM_CELLS & (SHM_CELLS - 1)) == 0, "SHM_CELLS must be a power of two");
-#define SHM_CELL_BYTES (64u << 10) /* including the header line */
+/* Cells per FIFO, powers of two (cell_at() masks): two pipeline slices
+ * (LOOM_CHUNK_BYTES' default, 512 KiB) where a host has few ranks, one
+ * where it has more: /dev/shm holds nlocal^2 FIFOs. */
+#define SHM_CELLS_FEW_RANKS 16
+#define SHM_CELLS_MANY_RANKS 8
+#define SHM_FEW_RANKS 4 /* local ranks, at most, for SHM_CELLS_FEW_RANKS */
+_Static_assert((SHM_CELLS_FEW_RANKS & (SHM_CELLS_FEW_RANKS - 1)) == 0 &&
+                   (SHM_CELLS_MANY_RANKS & (SHM_CELLS_MANY_RANKS - 1)) == 0,
+               "cells per FIFO must be powers of two");
+#define SHM_CELL_BYTES ((64u << 10) + SHM_LINE) /* a 64 KiB payload after the header line */
 #define SHM_PAYLOAD (SHM_CELL_BYTES - SHM_LINE)
 /* blob: segment name, pid, spare, the address of this process's probe word */
 #define SHM_ADDR_BYTES (SHM_NAME_BYTES + 16)
@@ -50,6 +57,7 @@ struct shm_conn {
   const struct shm_fifo_ctl *out_ctl;
   struct shm_fifo_ctl *in_ctl;
   char *out_cells, *in_cells;
+  uint64_t ncells;    /* per FIFO (both directions) */
   uint64_t tail_seen; /* the consumer's tail as last read (a lower bound) */
   uint64_t next_write, next_read; /* cell indices */
   struct xferq sendq, recvq;
@@ -66,6 +74,7 @@ struct shm_conn {
 
 struct shm_ctx {
   int rank, nranks, my_local;
+  uint32_t cells; /* per FIFO, the same on every rank of the host */
   int *local_index; /* per rank: index among this host's ranks, -1 elsewhere */
   struct shm_seg own;
   struct shm_conn **open;
@@ -117,7 +126,8 @@ static loomResult_t shm_init(const struct loom_transport_comm *info, void **out,
     ctx->local_index[info->local_ranks[i]] = i;
   ctx->my_local = ctx->local_index[info->rank];
   shm_seg_remove_stale();
-  loomResult_t res = shm_seg_create(&ctx->own, (uint32_t)info->nlocal, SHM_CELLS,
+  ctx->cells = info->nlocal <= SHM_FEW_RANKS ? SHM_CELLS_FEW_RANKS : SHM_CELLS_MANY_RANKS;
+  loomResult_t res = shm_seg_create(&ctx->own, (uint32_t)info->nlocal, ctx->cells,
                                     SHM_CELL_BYTES, info->rank);
   if (res != loomSuccess) {
     free(ctx->local_index);
@@ -132,7 +142,7 @@ static loomResult_t shm_init(const struct loom_transport_comm *info, void **out,
   uint64_t probe = (uint64_t)(uintptr_t)&shm_probe_word;
   memcpy((char *)addr + SHM_NAME_BYTES + 8, &probe, sizeof probe);
   LOOM_INFO(LOOM_LOG_NET, "shm: rank %d: segment %s, %u FIFOs of %u x %u bytes", info->rank,
-            ctx->own.name, (unsigned)info->nlocal, SHM_CELLS, SHM_CELL_BYTES);
+            ctx->own.name, (unsigned)info->nlocal, ctx->cells, SHM_CELL_BYTES);
   *out = ctx;
   return loomSuccess;
 }
@@ -210,6 +220,7 @@ static loomResult_t shm_connect(void *vctx, int npeers, const int *peers, const 
     c->pid = (pid_t)pid;
     c->out_fifo = (uint32_t)ctx->my_local;
     c->in_fifo = (uint32_t)ctx->local_index[p];
+    c->ncells = ctx->cells;
     res = shm_seg_map(&c->peer_seg, name, ctx->rank, p);
     if (res != loomSuccess) {
       loom_error(res, LOOM_LOG_NET, "%s", loom_last_error());
@@ -217,11 +228,11 @@ static loomResult_t shm_connect(void *vctx, int npeers, const int *peers, const 
       break;
     }
     const struct shm_seg_hdr *layout = c->peer_seg.base;
-    if (layout->cells != SHM_CELLS || layout->cell_bytes != SHM_CELL_BYTES) {
+    if (layout->cells != ctx->cells || layout->cell_bytes != SHM_CELL_BYTES) {
       res = loom_error(loomSystemError, LOOM_LOG_NET,
                        "shm: rank %d: rank %d's segment has %u cells of %u bytes, this build "
                        "expects %u of %u (mixed Loom versions?)",
-                       ctx->rank, p, layout->cells, layout->cell_bytes, SHM_CELLS,
+                       ctx->rank, p, layout->cells, layout->cell_bytes, ctx->cells,
                        SHM_CELL_BYTES);
       shm_seg_close(&c->peer_seg);
       free(c);
@@ -293,10 +304,11 @@ static loomResult_t shm_irecv(void *conn, struct loom_xfer *x) {
   return loomSuccess;
 }
 
-/* Cell `index` of a FIFO whose first cell is at `cells` (both FIFOs of
- * every pair are laid out with SHM_CELLS cells of SHM_CELL_BYTES). */
-static inline struct shm_cell_hdr *cell_at(char *cells, uint64_t index) {
-  return (struct shm_cell_hdr *)(cells + (size_t)(index & (SHM_CELLS - 1)) * SHM_CELL_BYTES);
+/* Cell `index` of a FIFO of c whose first cell is at `cells` (both FIFOs
+ * of a pair have c->ncells cells of SHM_CELL_BYTES). */
+static inline struct shm_cell_hdr *cell_at(const struct shm_conn *c, char *cells,
+                                           uint64_t index) {
+  return (struct shm_cell_hdr *)(cells + (size_t)(index & (c->ncells - 1)) * SHM_CELL_BYTES);
 }
 
 /* Writes as many cells of the queued sends as the FIFO has room for.  The
@@ -306,12 +318,12 @@ static inline struct shm_cell_hdr *cell_at(char *cells, uint64_t index) {
 static void push_sends(struct shm_conn *c, int *progressed) {
   struct loom_xfer *x;
   while ((x = q_front(&c->sendq)) != NULL) {
-    if (c->next_write - c->tail_seen >= SHM_CELLS) {
+    if (c->next_write - c->tail_seen >= c->ncells) {
       c->tail_seen = __atomic_load_n(&c->out_ctl->tail, __ATOMIC_ACQUIRE);
-      if (c->next_write - c->tail_seen >= SHM_CELLS)
+      if (c->next_write - c->tail_seen >= c->ncells)
         return; /* full */
     }
-    struct shm_cell_hdr *cell = cell_at(c->out_cells, c->next_write);
+    struct shm_cell_hdr *cell = cell_at(c, c->out_cells, c->next_write);
     if (c->cma && x->len >= SHM_CMA_MIN) {
       /* Single copy: announce the buffer; the peer reads it and counts it. */
       uint64_t where = (uint64_t)(uintptr_t)x->buf;
@@ -387,7 +399,7 @@ static loomResult_t cma_read(struct shm_conn *c, struct loom_xfer *x, uint64_t w
 /* The next cell of receive x if it has arrived and belongs to it; NULL if
  * not yet, or on a mismatch (then the connection has failed). */
 static struct shm_cell_hdr *arrived_cell(struct shm_conn *c, struct loom_xfer *x) {
-  struct shm_cell_hdr *cell = cell_at(c->in_cells, c->next_read);
+  struct shm_cell_hdr *cell = cell_at(c, c->in_cells, c->next_read);
   if (__atomic_load_n(&cell->seq, __ATOMIC_ACQUIRE) != c->next_read + 1)
     return NULL;
   if (cell->fp[0] != x->fp[0] || cell->fp[1] != x->fp[1]) {
@@ -479,7 +491,7 @@ size_t loom_shm_peek(void *conn, struct loom_xfer *x, const void **data) {
 
 void loom_shm_consume(void *conn, struct loom_xfer *x) {
   struct shm_conn *c = conn;
-  const struct shm_cell_hdr *cell = cell_at(c->in_cells, c->next_read);
+  const struct shm_cell_hdr *cell = cell_at(c, c->in_cells, c->next_read);
   release_cell(c, x, cell->len);
 }
 

@@ -19,7 +19,9 @@ DDP step loom/gloo (goal <= 0.6).
 Needs loom_torch importable (PYTHONPATH=<build>/python and
 LD_LIBRARY_PATH=<build>/.libs in a build tree).  Each rank runs one
 intra-op thread.  Times are the mean of the iterations after warm-up, the
-slowest rank's; busbw = bytes / time x 2(n-1)/n, as nccl-tests reports it.
+slowest rank's, and the median of --rounds sweeps in which the backends
+alternate at every point; busbw = bytes / time x 2(n-1)/n, as nccl-tests
+reports it.
 """
 
 import argparse
@@ -97,29 +99,42 @@ def rank_main(args):
                             timeout=datetime.timedelta(seconds=args.timeout))
     groups = {"loom": None, "gloo": dist.new_group(backend="gloo")}
     n = args.nranks
-    results = {}  # (what, backend) -> seconds
-    for nbytes in sizes(args.quick):
-        iters = max(3, min(args.max_iters, int(args.bytes_per_point / nbytes)))
-        for name, grp in groups.items():
-            t = time_allreduce(dist, torch, grp, nbytes, iters, warmup=max(1, iters // 10))
-            results[(nbytes, name)] = slowest(dist, t)
+    samples = {}  # (what, backend) -> seconds, one per round
+    rounds = 1 if args.quick else args.rounds
     lat_iters = 100 if args.quick else 1000
-    for name, grp in groups.items():
-        t = time_allreduce(dist, torch, grp, 4, lat_iters, warmup=lat_iters // 10)
-        results[("latency", name)] = slowest(dist, t)
     steps = 3 if args.quick else args.ddp_steps
-    for kind in DDP_MODELS:
+    # Rounds of the whole sweep, the backends alternating at every point:
+    # a slow spell of a shared machine then hits one sample of both, and the
+    # median leaves it out.
+    for _ in range(rounds):
+        for nbytes in sizes(args.quick):
+            iters = max(3, min(args.max_iters, int(args.bytes_per_point / nbytes)))
+            for name, grp in groups.items():
+                t = time_allreduce(dist, torch, grp, nbytes, iters, warmup=max(1, iters // 10))
+                samples.setdefault((nbytes, name), []).append(slowest(dist, t))
         for name, grp in groups.items():
-            t = time_ddp(dist, torch, grp, steps, warmup=2, batch=args.batch, kind=kind)
-            results[("ddp", kind, name)] = slowest(dist, t)
+            t = time_allreduce(dist, torch, grp, 4, lat_iters, warmup=lat_iters // 10)
+            samples.setdefault(("latency", name), []).append(slowest(dist, t))
+        for kind in DDP_MODELS:
+            for name, grp in groups.items():
+                t = time_ddp(dist, torch, grp, steps, warmup=2, batch=args.batch, kind=kind)
+                samples.setdefault(("ddp", kind, name), []).append(slowest(dist, t))
+    results = {key: median(ts) for key, ts in samples.items()}
     if args.rank == 0:
-        report(results, n, args.quick)
+        report(results, n, args.quick, rounds)
     dist.destroy_process_group()
 
 
-def report(results, n, quick):
+def median(xs):
+    xs = sorted(xs)
+    mid = len(xs) // 2
+    return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+
+
+def report(results, n, quick, rounds):
     factor = 2.0 * (n - 1) / n
-    print("torch.distributed all_reduce, float32 sum, %d ranks (one intra-op thread each)" % n)
+    print("torch.distributed all_reduce, float32 sum, %d ranks (one intra-op thread each); "
+          "medians of %d round(s)" % (n, rounds))
     print("%10s %12s %10s %12s %10s %10s" % ("size", "loom us", "loom GB/s", "gloo us",
                                             "gloo GB/s", "busbw x"))
     for nbytes in sizes(quick):
@@ -176,6 +191,8 @@ def main():
     p.add_argument("--bytes-per-point", type=float, default=2e9,
                    help="bytes to reduce per size and backend (sets the iterations)")
     p.add_argument("--max-iters", type=int, default=1000)
+    p.add_argument("--rounds", type=int, default=3,
+                   help="sweeps of everything; each figure is the median (default 3)")
     p.add_argument("--ddp-steps", type=int, default=10)
     p.add_argument("--batch", type=int, default=4,
                    help="DDP batch per rank (train_ddp.py's default)")

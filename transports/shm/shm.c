@@ -420,7 +420,7 @@ static struct shm_cell_hdr *arrived_cell(struct shm_conn *c, struct loom_xfer *x
 }
 
 /* Hands the front cell back to the sender; finishes x with its last part. */
-static void release_cell(struct shm_conn *c, struct loom_xfer *x, uint32_t len) {
+static void release_cell(struct shm_conn *c, struct loom_xfer *x, size_t len) {
   c->recv_off += len;
   c->next_read++;
   __atomic_store_n(&c->in_ctl->tail, c->next_read, __ATOMIC_RELEASE);
@@ -447,14 +447,9 @@ static loomResult_t pull_recvs(struct shm_conn *c, int *progressed) {
         return fail_conn(c, loomRemoteError, "rank %d: rank %d's stream is corrupt%s",
                          " (a single-copy message inside another)");
       LOOM_CHECK(cma_read(c, x, where));
-      c->recv_off = x->len;
-      c->next_read++;
-      __atomic_store_n(&ctl->tail, c->next_read, __ATOMIC_RELEASE);
+      release_cell(c, x, x->len); /* the whole message: x is done */
       __atomic_store_n(&ctl->cma_done, ++c->cma_read, __ATOMIC_RELEASE);
       *progressed = 1;
-      c->recv_off = 0;
-      q_pop(&c->recvq);
-      x->done = 1;
       continue;
     }
     if (x->len <= SHM_INLINE_BYTES)

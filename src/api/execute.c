@@ -48,7 +48,9 @@ static size_t *alltoall_arrays(int n, size_t count) {
   return v;
 }
 
-loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
+/* Runs call c; fp_coll names it in the fingerprint (c->coll, or the
+ * communicator call a barrier stands for). */
+static loomResult_t execute_call(loomComm_t comm, const struct loom_call *c, int fp_coll) {
   int n = comm->nranks;
   unsigned seq = comm->coll_seq++; /* every rank counts every collective, even empty ones */
   loomDataType_t dt = c->datatype;
@@ -60,9 +62,9 @@ loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
     dt = loomUint8;
     count = 1;
     sendbuff = recvbuff = &barrier_byte;
-  } else if (count == 0 && c->coll != LOOM_COLL_ALLTOALLV) {
-    return loomSuccess;
   }
+  /* count 0 still runs: its agreement pass (sched/agree.c) makes a rank
+   * whose peers called with a count fail instead of returning at once. */
   size_t esize = loom_datatype_size(dt);
   loomRedOp_t op = is_reduction(c->coll) ? c->base_op : loomMax;
   if (is_reduction(c->coll) && c->premul) { /* PreMulSum: reduce a premultiplied copy */
@@ -99,10 +101,14 @@ loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
   struct loom_schedule s = {0, comm->sched_cap, comm->sched_steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}, 0};
   const char *algo = loom_plan(&pa, &s);
   free(owned);
+  if (algo == NULL)
+    return loom_error(loomInternalError, LOOM_LOG_COLL,
+                      "rank %d: %s: the schedule does not fit in %d steps", comm->rank,
+                      loom_coll_name(c->coll), comm->sched_cap);
   LOOM_CHECK(loom_comm_grow(&comm->scratch, &comm->scratch_bytes, s.scratch_count * esize));
   void *bufs[3] = {(void *)sendbuff, recvbuff, comm->scratch};
   struct loom_engine_op eop = {loom_coll_name(c->coll), &s, bufs, 3, dt, op, {0, 0}};
-  loom_fp_make(eop.fp, c->coll, dt,
+  loom_fp_make(eop.fp, fp_coll, dt,
                is_reduction(c->coll) ? (c->op < loomNumOps ? (int)c->op : (int)loomNumOps)
                                      : LOOM_FP_NO_OP,
                is_rooted(c->coll) ? c->root : LOOM_FP_NO_ROOT,
@@ -110,6 +116,16 @@ loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
   LOOM_TRACE(LOOM_LOG_COLL, "%s count %zu %s: %s%s, %d steps", eop.name, count,
              loom_datatype_name(dt), algo, s.slice_bytes != 0 ? " (LL)" : "", s.nsteps);
   return loom_engine_run(&comm->engine, &eop);
+}
+
+loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c) {
+  return execute_call(comm, c, c->coll);
+}
+
+loomResult_t loom_execute_fence(loomComm_t comm, int fp_kind) {
+  struct loom_call c = {.coll = LOOM_COLL_BARRIER, .comm = comm, .datatype = loomUint8,
+                        .op = loomMax, .base_op = loomMax, .root = -1};
+  return execute_call(comm, &c, fp_kind);
 }
 
 /* Sends and receives to/from this rank itself, matched in order: checks

@@ -3,10 +3,12 @@
  * finalize, destroy, abort, and the small queries.
  */
 #include "api/comm.h"
+#include "api/task.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/timeutil.h"
 #include "device/reduce.h"
+#include "engine/fingerprint.h"
 #include "plan/plan.h"
 
 #include <errno.h>
@@ -375,7 +377,13 @@ loomResult_t loomCommFinalize(loomComm_t comm) {
   LOOM_CHECK(loom_comm_check_usable(comm, "loomCommFinalize"));
   pthread_mutex_lock(&comm->op_lock);
   loom_log_set_rank(comm->rank);
-  loomResult_t res = loom_bootstrap_barrier(comm->bs);
+  /* First over the data connections, fingerprinted, so that a rank still
+   * in a collective names this call instead of waiting on the bootstrap
+   * ring; then the ring barrier, so that no rank exits (closing its
+   * sockets) before every rank has read the fence's last messages. */
+  loomResult_t res = loom_execute_fence(comm, LOOM_FP_FINALIZE);
+  if (res == loomSuccess)
+    res = loom_bootstrap_barrier(comm->bs);
   if (res == loomSuccess)
     comm->finalized = 1;
   else

@@ -5,6 +5,8 @@
  * clique in this process, one thread each).
  */
 #include "api/comm.h"
+#include "api/task.h"
+#include "engine/fingerprint.h"
 #include "core/error.h"
 
 #include <pthread.h>
@@ -78,7 +80,9 @@ loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t *newc
   pthread_mutex_lock(&comm->op_lock);
   int newrank = -1, newn = 0;
   loomUniqueId id;
-  loomResult_t res = agree(comm, color < 0 ? -1 : color, key, &newrank, &newn, &id);
+  loomResult_t res = loom_execute_fence(comm, LOOM_FP_SPLIT);
+  if (res == loomSuccess)
+    res = agree(comm, color < 0 ? -1 : color, key, &newrank, &newn, &id);
   if (res != loomSuccess)
     loom_comm_set_broken(comm, res);
   pthread_mutex_unlock(&comm->op_lock);

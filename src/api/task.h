@@ -51,6 +51,12 @@ loomResult_t loom_execute(loomComm_t comm, struct loom_call *calls, int ncalls);
  * op_lock and marks the communicator broken on failure. */
 loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c);
 
+/* A barrier over the data connections that stands for a communicator
+ * call (LOOM_FP_SPLIT, LOOM_FP_FINALIZE) in the fingerprint, so that a rank
+ * in loomCommSplit and a rank in a collective name each other's calls
+ * instead of waiting on different sockets.  Caller holds op_lock. */
+loomResult_t loom_execute_fence(loomComm_t comm, int fp_kind);
+
 /* Queues calls of one communicator on `stream` as one task (taking
  * ownership of the array and the calls' arrays). */
 loomResult_t loom_execute_async(loomComm_t comm, loomStream_t stream, struct loom_call *calls,

@@ -640,6 +640,14 @@ static loomResult_t fail_run(struct run *r, struct loom_notice nt, const char *d
   free(g.waits_on);
   if (!sent)
     loom_bootstrap_send_notice(e->bs, &nt);
+  if (nt.kind == LOOM_NOTICE_TIMEOUT && nt.suspect == e->rank) /* never blame ourselves */
+    return loom_error(loomTimeout, LOOM_LOG_COLL,
+                      "rank %d: %s timed out waiting on rank %d, and no rank is stalled on "
+                      "its own: the ranks wait on each other, so they are probably in "
+                      "different calls (different roots or peers, or collectives in "
+                      "different orders)%s%s",
+                      e->rank, r->op->name, waited_peer(r), detail[0] ? "; here: " : "",
+                      detail);
   if (nt.kind == LOOM_NOTICE_MISMATCH && (nt.suspect_fp[0] | nt.reporter_fp[0]) != 0 &&
       (nt.suspect_fp[0] != nt.reporter_fp[0] || nt.suspect_fp[1] != nt.reporter_fp[1])) {
     char theirs[128], ours[128];

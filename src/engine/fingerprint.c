@@ -48,6 +48,11 @@ void loom_fp_text(const uint64_t fp[2], char *buf, size_t len) {
   struct text t = {buf, len, 0};
   if (len > 0)
     buf[0] = '\0';
+  if (coll == LOOM_FP_SPLIT || coll == LOOM_FP_FINALIZE) {
+    snprintf(buf, len, "%s() #%u", coll == LOOM_FP_SPLIT ? "loomCommSplit" : "loomCommFinalize",
+             seq);
+    return;
+  }
   append(&t, "%s(", loom_coll_name((enum loom_coll)coll));
   const char *sep = "";
   /* Per-pair sizes of send/recv and all-to-all-v are checked per message. */

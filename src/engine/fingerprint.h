@@ -12,6 +12,10 @@
 
 #define LOOM_FP_NO_ROOT (-1)
 #define LOOM_FP_NO_OP 0xff
+/* Communicator calls, beyond enum loom_coll (plan.h): each runs a barrier
+ * fingerprinted with its own kind before its bootstrap work. */
+#define LOOM_FP_SPLIT 100
+#define LOOM_FP_FINALIZE 101
 
 /* word 0: collective+1(8) datatype(8) op(8) seq(16) root+1(24); word 1:
  * count.  seq numbers the communicator's collectives (mod 65536; 0 for

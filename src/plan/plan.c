@@ -254,10 +254,35 @@ static const char *build(const struct loom_plan_args *a, enum loom_algo algo,
   }
 }
 
+/* Whether some rank's part of this call could complete without reading a
+ * message from every rank (directly or through others): then the
+ * agreement pass follows the data (sched/agree.c), so that no rank returns
+ * success from a call its peers made differently. */
+static int needs_agreement(const struct loom_plan_args *a) {
+  if (a->nranks < 2)
+    return 0;
+  switch (a->coll) {
+  case LOOM_COLL_BROADCAST:
+  case LOOM_COLL_REDUCE:
+  case LOOM_COLL_GATHER:
+  case LOOM_COLL_SCATTER:
+  case LOOM_COLL_ALLTOALLV: /* some pairs may exchange nothing */
+    return 1;
+  default:
+    return a->count == 0;
+  }
+}
+
 const char *loom_plan(const struct loom_plan_args *a, struct loom_schedule *s) {
   size_t bytes = a->count * a->elem_size;
   enum loom_algo algo = choose(a, bytes);
-  const char *name = build(a, algo, s);
+  const char *name = "agreement only";
+  if (a->count > 0 || a->coll == LOOM_COLL_ALLTOALLV)
+    name = build(a, algo, s);
+  else
+    loom_sched_reset(s);
   s->slice_bytes = choose_proto(a, algo, bytes) == LOOM_PROTO_LL ? LOOM_PROTO_LL_SLICE_BYTES : 0;
+  if (needs_agreement(a) && loom_sched_add_agreement(a->rank, a->nranks, s) != 0)
+    return NULL;
   return name;
 }

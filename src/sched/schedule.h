@@ -90,7 +90,7 @@ struct loom_schedule {
 /* Steps any builder below needs for nranks (p2p batches: one per call);
  * rings on several channels 2(n-1) per channel; the double binary tree
  * needs up to 16 per segment whatever the rank count. */
-#define LOOM_SCHED_MAX_STEPS(nranks) (2 * (nranks) * LOOM_MAX_CHANNELS + 16 * LOOM_TREE_SEGMENTS)
+#define LOOM_SCHED_MAX_STEPS(nranks) (2 * (nranks) * LOOM_MAX_CHANNELS + 16 * LOOM_TREE_SEGMENTS + 32)
 
 /* Empties s (keeping its step storage). */
 void loom_sched_reset(struct loom_schedule *s);
@@ -213,6 +213,15 @@ void loom_direct_alltoallv(int rank, int nranks, const size_t *sendcounts,
 void loom_direct_gather(int rank, int nranks, int root, size_t count, struct loom_schedule *s);
 void loom_direct_scatter(int rank, int nranks, int root, size_t count,
                          struct loom_schedule *s);
+
+/* ---- agree.c: the agreement pass (why: see agree.c) ---- */
+/* The steps loom_sched_add_agreement adds: ceil(log2 nranks) + 1. */
+int loom_sched_agreement_rounds(int nranks);
+/* Puts a header step first (every wait_step moves with its step) and
+ * appends the dissemination rounds; one element each way per step, in two
+ * elements of SCRATCH after scratch_count, which grows by 2.  -1 when s is
+ * full. */
+int loom_sched_add_agreement(int rank, int nranks, struct loom_schedule *s);
 
 static inline int loom_is_pow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
 static inline int loom_ring_next(int rank, int nranks) { return (rank + 1) % nranks; }

@@ -107,6 +107,7 @@ int main(int argc, char **argv) {
                {"--initall", initall},     {"--abort", abort_case},
                {"--mismatch", mismatch_calls},
                {"--mismatch-root", mismatch_root}, {"--mismatch-root-big", mismatch_root_big},
+               {"--mismatch-matrix", mismatch_matrix},
                {"--bad-args", bad_args}};
   for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
     if (strcmp(argv[1], cases[i].flag) == 0) {
@@ -115,6 +116,7 @@ int main(int argc, char **argv) {
     }
   fprintf(stderr, "usage: api_test --group-p2p | --group-fusion | --streams | --split | "
                   "--initall | --abort | --mismatch | --mismatch-root | --mismatch-root-big | "
+                  "--mismatch-matrix | "
                   "--bad-args\n");
   return 2;
 }

@@ -36,5 +36,7 @@ void mismatch_calls(void);
 void mismatch_root(void);
 void mismatch_root_big(void);
 void bad_args(void);
+/* api_mismatch.c */
+void mismatch_matrix(void);
 
 #endif

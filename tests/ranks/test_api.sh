@@ -49,6 +49,12 @@ for n in 3 4 5; do
   expect_count "rank 1: mismatch send 10 vs recv 12 elements: invalid usage at the mismatched call" 1 "send/recv size mismatch: the receiver fails at the call"
   expect_count "send 10 vs recv 12 elements: invalid usage at" $n "send/recv size mismatch: every rank fails at that call or its next"
 done
+for n in 2 3; do
+  run_ranks $n 120 "$AT" --mismatch-matrix
+  expect_count "mismatch-matrix ok" $n "every collective x every mismatching argument (kind, count, datatype, op, root, all-to-all-v counts, split, finalize), 12 and 1M elements, on $n ranks: loomInvalidUsage at the call on every rank, naming both calls"
+done
+LOOM_SHM_DISABLE=1 run_ranks 3 120 "$AT" --mismatch-matrix
+expect_count "mismatch-matrix ok" 3 "the mismatch matrix over TCP only on 3 ranks"
 run_ranks 3 60 "$AT" --mismatch-root
 expect_count "mismatch-root ok" 3 "12-element broadcasts with different roots: loomInvalidUsage naming both roots on 3 ranks"
 run_ranks 3 60 "$AT" --mismatch-root-big

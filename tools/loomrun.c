@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/random.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -215,7 +216,8 @@ static void usage(FILE *f) {
           "      --version     show the version\n\n"
           "Each rank gets LOOM_RANK, LOOM_NRANKS, LOOM_LOCAL_RANK, LOOM_COMM_ID\n"
           "(127.0.0.1:<free port>, unless already set; LOOM_PORT_RANGE is honoured)\n"
-          "and LOOM_SOCKET_IFNAME=lo (unless already set).\n"
+          "LOOM_SOCKET_IFNAME=lo (unless already set) and LOOM_COMM_SECRET (32 random\n"
+          "bytes for this job, unless already set: only its ranks can join it).\n"
           "Exit status: 0 when every rank succeeded, else that of the first rank\n"
           "that failed (128+N for signal N); 124 on timeout; 2 on bad usage;\n"
           "125 when loomrun itself fails.\n",
@@ -411,6 +413,25 @@ static void supervise(double timeout) {
   free(owner);
 }
 
+/* A fresh random LOOM_COMM_SECRET per job (unless the caller set one):
+ * only this job's ranks can then join its bootstrap or connect to its
+ * ranks, even if another job reuses the port (docs/security.md). */
+static int set_job_secret(void) {
+  const char *given = getenv("LOOM_COMM_SECRET");
+  if (given != NULL && *given != '\0')
+    return 0;
+  unsigned char raw[32];
+  if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+    fprintf(stderr, "loomrun: getrandom failed making the job's secret: %s\n", strerror(errno));
+    return -1;
+  }
+  char text[2 * sizeof raw + 1];
+  for (size_t i = 0; i < sizeof raw; i++)
+    snprintf(text + 2 * i, 3, "%02x", raw[i]);
+  setenv("LOOM_COMM_SECRET", text, 1);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   double timeout = 0;
   enum { OPT_TIMEOUT = 256, OPT_KEEP_GOING, OPT_NO_PREFIX, OPT_VERSION };
@@ -490,6 +511,8 @@ int main(int argc, char **argv) {
     snprintf(id, sizeof id, "127.0.0.1:%d", port);
     setenv("LOOM_COMM_ID", id, 1);
   }
+  if (set_job_secret() != 0)
+    return EXIT_INTERNAL;
   char nbuf[32];
   snprintf(nbuf, sizeof nbuf, "%d", nranks);
   setenv("LOOM_NRANKS", nbuf, 1);

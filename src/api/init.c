@@ -196,6 +196,7 @@ static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
 
 static void *init_thread_main(void *arg) {
   loomComm_t comm = arg;
+  loom_socket_watch_abort(&comm->abort_flag); /* loomCommAbort ends our waits */
   loomResult_t res = comm_setup(comm, &comm->init_id);
   loom_comm_set_broken(comm, res); /* loomSuccess: ready */
   return NULL;

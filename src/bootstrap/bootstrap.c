@@ -3,6 +3,8 @@
  * allgather/barrier over it.
  */
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/auth.h"
+#include "core/hmac.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/timeutil.h"
@@ -26,6 +28,8 @@ struct loom_bootstrap {
   union loom_sockaddr local_addr;
   struct loom_peer_info *peers;
   int next_fd; /* to rank+1 */
+  char next_what[160];                 /* the successor, for messages */
+  struct loom_auth_state next_auth;    /* the ring handshake with it */
   int prev_fd; /* from rank-1 */
 };
 
@@ -47,17 +51,44 @@ static int bootstrap_timeout_s(void) {
   return (int)loom_param_int(LOOM_PARAM_BOOTSTRAP_TIMEOUT);
 }
 
-/* FNV-1a, stretched to the secret's length: LOOM_COMM_ID gives every rank
- * the same id without communication, so its secret can only guard against
- * cross-talk between jobs, not against an attacker. */
-static void derive_secret(const char *text, uint8_t secret[LOOM_SECRET_BYTES]) {
-  uint64_t h = 1469598103934665603ull;
-  for (int i = 0; i < LOOM_SECRET_BYTES; i++) {
-    for (const char *p = text; *p; p++)
-      h = (h ^ (uint8_t)*p) * 1099511628211ull;
-    h = (h ^ (uint64_t)i) * 1099511628211ull;
-    secret[i] = (uint8_t)(h >> 32);
+/* What launchers say about the job, so that two jobs given one
+ * LOOM_COMM_ID without LOOM_COMM_SECRET still get different secrets:
+ * Open MPI/PMIx, Slurm and torchrun name every job.  Not secret. */
+static void job_tag(char *out, size_t len) {
+  static const char *const names[] = {"PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid",
+                                      "SLURM_JOB_ID", "SLURM_STEP_ID", "TORCHELASTIC_RUN_ID"};
+  size_t o = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < sizeof names / sizeof names[0] && o < len; i++) {
+    const char *v = getenv(names[i]);
+    if (v != NULL)
+      o += (size_t)snprintf(out + o, len - o, "%s=%s;", names[i], v);
   }
+}
+
+/* The secret of a LOOM_COMM_ID job: from LOOM_COMM_SECRET, which loomrun
+ * sets to 32 random bytes per job (any launcher may), else from the
+ * address and the launcher's job name.  The latter keeps two jobs apart but
+ * guards against no one: anyone who can read the launch line can compute
+ * it (docs/security.md).  *strong says which. */
+static void derive_secret(const char *comm_id, uint8_t secret[LOOM_SECRET_BYTES], int *strong) {
+  const char *given = loom_param_str(LOOM_PARAM_COMM_SECRET);
+  uint8_t digest[LOOM_SHA256_BYTES];
+  struct loom_sha256 c;
+  loom_sha256_init(&c);
+  *strong = given != NULL && *given != '\0';
+  if (*strong) {
+    loom_sha256_update(&c, "loom-secret:", 12);
+    loom_sha256_update(&c, given, strlen(given));
+  } else {
+    char tag[512];
+    job_tag(tag, sizeof tag);
+    loom_sha256_update(&c, "loom-comm-id:", 13);
+    loom_sha256_update(&c, comm_id, strlen(comm_id));
+    loom_sha256_update(&c, tag, strlen(tag));
+  }
+  loom_sha256_final(&c, digest);
+  memcpy(secret, digest, LOOM_SECRET_BYTES);
 }
 
 loomResult_t loom_bootstrap_make_id(loomUniqueId *id) {
@@ -71,7 +102,13 @@ loomResult_t loom_bootstrap_make_id(loomUniqueId *id) {
                         "127.0.0.1:29500 or [::1]:29500) or the host does not "
                         "resolve",
                         env);
-    derive_secret(env, f.secret);
+    int strong;
+    derive_secret(env, f.secret, &strong);
+    if (!strong)
+      LOOM_INFO(LOOM_LOG_BOOTSTRAP,
+                "LOOM_COMM_ID without LOOM_COMM_SECRET: the job's secret comes from the "
+                "address%s, which keeps jobs apart but not strangers out (docs/security.md)",
+                "");
     f.from_env = 1;
     loom_id_encode(&f, id);
     return loomSuccess;
@@ -140,143 +177,220 @@ static loomResult_t recv_frame_hdr(int fd, uint32_t max_len, uint64_t deadline,
   return loomSuccess;
 }
 
-static loomResult_t send_frame(int fd, uint32_t type, const void *payload, size_t len,
-                               uint64_t deadline, const char *what) {
-  uint8_t raw[LOOM_FRAME_HDR_BYTES];
-  struct loom_frame_hdr h = {type, (uint32_t)len};
-  loom_frame_hdr_encode(&h, raw);
-  LOOM_CHECK(loom_socket_send_all(fd, raw, sizeof raw, deadline, what));
-  if (len > 0)
-    LOOM_CHECK(loom_socket_send_all(fd, payload, len, deadline, what));
-  return loomSuccess;
-}
+#define ROOT_LABEL "loom/root"
+/* A root that accepted our connection sends its challenge at once: this
+ * long without one means whatever holds the port is not a Loom root. */
+#define ROOT_CHALLENGE_MS 10000
 
-static loomResult_t recv_error_frame(int fd, uint32_t len, uint64_t deadline,
-                                     const char *what) {
+/* An error frame from the root: code, text, tag.  A tag that does not
+ * check means the root is another job's (it holds our port). */
+static loomResult_t recv_error_frame(int fd, uint32_t len, uint64_t deadline, const char *what,
+                                     const uint8_t *secret, const struct loom_auth_state *st) {
+  uint8_t body[4 + 1024], tag[LOOM_AUTH_TAG_BYTES];
+  if (len < 4 + sizeof tag || len - sizeof tag > sizeof body)
+    return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP, "malformed error frame from %s",
+                      what);
+  size_t blen = len - sizeof tag;
+  LOOM_CHECK(loom_socket_recv_all(fd, body, blen, deadline, what));
+  LOOM_CHECK(loom_socket_recv_all(fd, tag, sizeof tag, deadline, what));
   char text[1024];
-  uint8_t code[4];
-  if (len < 4 || len - 4 >= sizeof text)
-    return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
-                      "malformed error frame from %s", what);
-  LOOM_CHECK(loom_socket_recv_all(fd, code, 4, deadline, what));
-  LOOM_CHECK(loom_socket_recv_all(fd, text, len - 4, deadline, what));
-  text[len - 4] = '\0';
-  loomResult_t res = (loomResult_t)loom_get_u32(code);
+  loom_sanitize_text(text, sizeof text, (const char *)body + 4, blen - 4);
+  if (!loom_auth_check(secret, ROOT_LABEL "/error", 'a', st->challenge, st->nonce, body, blen,
+                       tag))
+    return loom_error(loomInvalidUsage, LOOM_LOG_BOOTSTRAP,
+                      "%s is not this job's bootstrap root: it refused this rank and cannot "
+                      "prove it knows the job's secret (it said: \"%s\"). Two jobs share "
+                      "that LOOM_COMM_ID, so this job's root could not start; give each job "
+                      "its own port, or the ranks of one job differ in LOOM_COMM_SECRET",
+                      what, text);
+  loomResult_t res = (loomResult_t)loom_get_u32(body);
   if (res <= loomSuccess || res >= loomNumResults)
     res = loomRemoteError;
   return loom_error(res, LOOM_LOG_BOOTSTRAP, "%s", text);
 }
 
+/* The table frame's body and the root's tag over its digest. */
+static loomResult_t recv_table(struct loom_bootstrap *bs, int fd, uint32_t len,
+                               uint64_t deadline, const char *what,
+                               const struct loom_auth_state *st) {
+  size_t table_bytes = (size_t)bs->nranks * LOOM_PEER_INFO_BYTES;
+  uint8_t tag[LOOM_AUTH_TAG_BYTES], digest[LOOM_SHA256_BYTES];
+  if (len != table_bytes + sizeof tag)
+    return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
+                      "unexpected answer from %s (%u bytes for %d ranks)", what, len,
+                      bs->nranks);
+  uint8_t *table = malloc(table_bytes);
+  if (table == NULL)
+    return loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP, "out of memory (rank table)");
+  loomResult_t res = loom_socket_recv_all(fd, table, table_bytes, deadline, what);
+  if (res == loomSuccess)
+    res = loom_socket_recv_all(fd, tag, sizeof tag, deadline, what);
+  loom_sha256(table, table_bytes, digest);
+  if (res == loomSuccess && !loom_auth_check(bs->secret, ROOT_LABEL "/table", 'a',
+                                             st->challenge, st->nonce, digest, sizeof digest, tag))
+    res = loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
+                     "the rank table from %s does not carry this job's tag: refused (a forged "
+                     "or foreign root)",
+                     what);
+  for (int r = 0; res == loomSuccess && r < bs->nranks; r++)
+    if (loom_peer_info_decode(table + (size_t)r * LOOM_PEER_INFO_BYTES, &bs->peers[r]) != 0 ||
+        bs->peers[r].rank != r)
+      res = loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
+                       "corrupt rank table from %s (entry %d)", what, r);
+  free(table);
+  return res;
+}
+
+/* One try at the root: its challenge, our proof and hello, its answer.
+ * *again is set when the root closed the connection before answering
+ * (a flood made it drop us, or it is restarting): the caller retries. */
+static loomResult_t rendezvous_once(struct loom_bootstrap *bs, int fd, const char *what,
+                                    const struct loom_peer_info *self, uint64_t deadline,
+                                    int *again) {
+  uint8_t hello[LOOM_FRAME_HDR_BYTES + LOOM_HELLO_BYTES];
+  struct loom_frame_hdr h = {LOOM_FRAME_HELLO, LOOM_HELLO_BYTES};
+  loom_frame_hdr_encode(&h, hello);
+  loom_hello_encode(bs->nranks, self, hello + LOOM_FRAME_HDR_BYTES);
+  uint64_t challenge_deadline = loom_deadline_ms(ROOT_CHALLENGE_MS);
+  struct loom_auth_state st;
+  *again = 0;
+  loomResult_t res = loom_auth_prove(fd, bs->secret, ROOT_LABEL, hello, sizeof hello,
+                                     challenge_deadline < deadline ? challenge_deadline : deadline,
+                                     what, &st);
+  if (res == loomTimeout)
+    return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
+                      "rank %d: %s sent no Loom challenge within %d s: the process on that "
+                      "port is not a Loom bootstrap root, so this job's root could not start "
+                      "(another program holds the port?)",
+                      bs->rank, what, ROOT_CHALLENGE_MS / 1000);
+  /* Closed or reset before the challenge: dropped by a busy root. */
+  if (res == loomRemoteError && (strstr(loom_last_error(), "closed the connection") != NULL ||
+                                 strstr(loom_last_error(), "failed:") != NULL))
+    *again = 1;
+  if (res != loomSuccess)
+    return res;
+  uint64_t answer_deadline = deadline + (uint64_t)ROOT_ANSWER_GRACE_MS * 1000000ull;
+  size_t table_bytes = (size_t)bs->nranks * LOOM_PEER_INFO_BYTES;
+  res = recv_frame_hdr(fd, (uint32_t)(table_bytes + 4096), answer_deadline, what, &h);
+  if (res == loomTimeout)
+    return loom_error(loomTimeout, LOOM_LOG_BOOTSTRAP,
+                      "rank %d: the bootstrap root at %s did not answer within %d s: some "
+                      "ranks never arrived",
+                      bs->rank, what, bs->timeout_s);
+  if (res == loomRemoteError)
+    *again = 1;
+  if (res != loomSuccess)
+    return res;
+  if (h.type == LOOM_FRAME_ERROR)
+    return recv_error_frame(fd, h.len, answer_deadline, what, bs->secret, &st);
+  if (h.type != LOOM_FRAME_TABLE)
+    return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
+                      "unexpected answer from %s (type %u, %u bytes)", what, h.type, h.len);
+  return recv_table(bs, fd, h.len, answer_deadline, what, &st);
+}
+
 /* Hello to the root, answer: the table of every rank's info. */
-static loomResult_t rendezvous(struct loom_bootstrap *bs,
-                               const struct loom_id_fields *id,
+static loomResult_t rendezvous(struct loom_bootstrap *bs, const struct loom_id_fields *id,
                                const struct loom_peer_info *self, uint64_t deadline) {
   char what[128], root_text[LOOM_ADDR_STRLEN];
   loom_sockaddr_str(&id->root, root_text, sizeof root_text);
   snprintf(what, sizeof what, "the bootstrap root at %s", root_text);
-  int fd = -1;
-  loomResult_t res = loom_socket_connect(&id->root, deadline, 1, what, &fd);
-  if (res != loomSuccess)
-    return loom_error(res, LOOM_LOG_BOOTSTRAP,
-                      "rank %d cannot reach the bootstrap root at %s within %d s "
-                      "(is the process that made the id, or rank 0 with "
-                      "LOOM_COMM_ID, running? is the address reachable?)",
-                      bs->rank, root_text, bs->timeout_s);
-  uint8_t hello[LOOM_HELLO_BYTES];
-  loom_hello_encode(bs->secret, bs->nranks, self, hello);
-  struct loom_frame_hdr h;
-  uint64_t answer_deadline = deadline + (uint64_t)ROOT_ANSWER_GRACE_MS * 1000000ull;
-  size_t table_bytes = (size_t)bs->nranks * LOOM_PEER_INFO_BYTES;
-  uint8_t *table = NULL;
-  LOOM_CHECK_GOTO(send_frame(fd, LOOM_FRAME_HELLO, hello, sizeof hello, deadline, what),
-                  res, out);
-  res = recv_frame_hdr(fd, (uint32_t)(table_bytes > 4096 ? table_bytes : 4096),
-                       answer_deadline, what, &h);
-  if (res == loomTimeout) {
-    res = loom_error(loomTimeout, LOOM_LOG_BOOTSTRAP,
-                     "rank %d: the bootstrap root at %s did not answer within "
-                     "%d s: some ranks never arrived",
-                     bs->rank, root_text, bs->timeout_s);
-    goto out;
+  for (;;) {
+    int fd = -1, again = 0;
+    loomResult_t res = loom_socket_connect(&id->root, deadline, 1, what, &fd);
+    if (res != loomSuccess)
+      return loom_error(res, LOOM_LOG_BOOTSTRAP,
+                        "rank %d cannot reach the bootstrap root at %s within %d s (is the "
+                        "process that made the id, or rank 0 with LOOM_COMM_ID, running? is "
+                        "the address reachable?)",
+                        bs->rank, root_text, bs->timeout_s);
+    res = rendezvous_once(bs, fd, what, self, deadline, &again);
+    close(fd);
+    if (!again || loom_ms_left(deadline) == 0)
+      return res;
+    LOOM_INFO(LOOM_LOG_BOOTSTRAP, "rank %d: %s closed the connection before answering; "
+              "trying again", bs->rank, what);
+    usleep(20000);
   }
-  if (res != loomSuccess)
-    goto out;
-  if (h.type == LOOM_FRAME_ERROR) {
-    res = recv_error_frame(fd, h.len, answer_deadline, what);
-    goto out;
-  }
-  if (h.type != LOOM_FRAME_TABLE || h.len != table_bytes) {
-    res = loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
-                     "unexpected answer from %s (type %u, %u bytes)", what, h.type,
-                     h.len);
-    goto out;
-  }
-  table = malloc(table_bytes);
-  if (table == NULL) {
-    res = loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP, "out of memory (rank table)");
-    goto out;
-  }
-  LOOM_CHECK_GOTO(loom_socket_recv_all(fd, table, table_bytes, answer_deadline, what),
-                  res, out);
-  for (int r = 0; r < bs->nranks; r++) {
-    if (loom_peer_info_decode(table + (size_t)r * LOOM_PEER_INFO_BYTES, &bs->peers[r]) !=
-            0 ||
-        bs->peers[r].rank != r) {
-      res = loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
-                       "corrupt rank table from %s (entry %d)", what, r);
-      goto out;
-    }
-  }
-out:
-  free(table);
-  close(fd);
-  return res;
 }
 
-/* Connects to the ring successor and accepts the predecessor. */
-static loomResult_t form_ring(struct loom_bootstrap *bs, int listen_fd, uint64_t deadline) {
-  int next = (bs->rank + 1) % bs->nranks;
+#define RING_AUTH_LABEL "loom/ring"
+#define RING_PROOF_MS 5000 /* a stranger on the listener is dropped after this */
+
+/* Accepts connections until the predecessor proves itself; strangers are
+ * challenged, dropped and logged.  The first challenge goes out before
+ * this rank answers its successor's (`answer_next`), so that no rank
+ * waits on a rank that waits on it. */
+static loomResult_t accept_predecessor(struct loom_bootstrap *bs, int listen_fd,
+                                       uint64_t deadline, const char *what,
+                                       loomResult_t (*answer_next)(struct loom_bootstrap *,
+                                                                   uint64_t),
+                                       int *answered) {
   int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
-  char what[160];
-  snprintf(what, sizeof what, "rank %d (bootstrap ring successor, pid %d on %s)", next,
-           bs->peers[next].pid, bs->peers[next].hostname);
-  /* The successor listened before its hello: a refusal means it is gone. */
-  LOOM_CHECK(loom_socket_connect(&bs->peers[next].listen_addr, deadline, 0, what,
-                                 &bs->next_fd));
-  uint8_t ring_hello[LOOM_RING_HELLO_BYTES];
-  memcpy(ring_hello, bs->secret, LOOM_SECRET_BYTES);
-  loom_put_u32(ring_hello + LOOM_SECRET_BYTES, (uint32_t)bs->rank);
-  LOOM_CHECK(send_frame(bs->next_fd, LOOM_FRAME_RING, ring_hello, sizeof ring_hello,
-                        deadline, what));
-  snprintf(what, sizeof what, "rank %d (bootstrap ring predecessor, pid %d on %s)", prev,
-           bs->peers[prev].pid, bs->peers[prev].hostname);
   while (bs->prev_fd < 0) {
     int fd;
-    loomResult_t res = loom_socket_accept(listen_fd, deadline, what, &fd);
-    if (res != loomSuccess)
-      return res;
-    struct loom_frame_hdr h;
-    uint8_t in[LOOM_RING_HELLO_BYTES];
-    /* A stranger gets a short deadline so it cannot stall the ring. */
-    uint64_t short_deadline = loom_deadline_ms(2000);
-    if (short_deadline > deadline)
-      short_deadline = deadline;
-    int ok = recv_frame_hdr(fd, sizeof in, short_deadline, what, &h) == loomSuccess &&
-             h.type == LOOM_FRAME_RING && h.len == sizeof in &&
-             loom_socket_recv_all(fd, in, sizeof in, short_deadline, what) == loomSuccess &&
-             loom_secret_equal(in, bs->secret) &&
-             (int)loom_get_u32(in + LOOM_SECRET_BYTES) == prev;
+    LOOM_CHECK(loom_socket_accept(listen_fd, deadline, what, &fd));
+    struct loom_auth_state st;
+    const char *why = "closed before our challenge";
+    uint8_t in[4] = {0};
+    int ok = loom_auth_challenge(fd, deadline, &st) == 0;
+    if (!*answered) { /* the successor waits for nothing but our connection */
+      loomResult_t res = answer_next(bs, deadline);
+      *answered = 1;
+      if (res != loomSuccess) {
+        close(fd);
+        return res;
+      }
+    }
+    uint64_t proof_deadline = loom_deadline_ms(RING_PROOF_MS);
+    if (proof_deadline > deadline)
+      proof_deadline = deadline;
+    ok = ok && loom_auth_verify(fd, bs->secret, RING_AUTH_LABEL, in, sizeof in, proof_deadline,
+                                &st, &why) == 0;
+    if (ok && (int)loom_get_u32(in) != prev) {
+      ok = 0;
+      why = "a rank of this job that is not the ring predecessor";
+    }
     if (ok) {
       bs->prev_fd = fd;
     } else {
-      LOOM_WARN(LOOM_LOG_BOOTSTRAP,
-                "rank %d: dropped a bootstrap connection that is not rank %d's "
-                "ring hello",
-                bs->rank, prev);
+      LOOM_WARN(LOOM_LOG_BOOTSTRAP, "rank %d: dropped a bootstrap connection (not rank %d): %s",
+                bs->rank, prev, why);
       close(fd);
     }
   }
   return loomSuccess;
+}
+
+static loomResult_t prove_to_next(struct loom_bootstrap *bs, uint64_t deadline) {
+  uint8_t hello[4];
+  loom_put_u32(hello, (uint32_t)bs->rank);
+  return loom_auth_prove(bs->next_fd, bs->secret, RING_AUTH_LABEL, hello, sizeof hello,
+                         deadline, bs->next_what, &bs->next_auth);
+}
+
+/* Connects to the ring successor and accepts the predecessor, each proving
+ * the secret: connect, challenge the predecessor, answer the successor's
+ * challenge, check the predecessor's proof, check the successor's answer.
+ * Each step waits only on a step its neighbour takes earlier. */
+static loomResult_t form_ring(struct loom_bootstrap *bs, int listen_fd, uint64_t deadline) {
+  int next = (bs->rank + 1) % bs->nranks;
+  int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
+  snprintf(bs->next_what, sizeof bs->next_what,
+           "rank %d (bootstrap ring successor, pid %d on %s)", next, bs->peers[next].pid,
+           bs->peers[next].hostname);
+  /* The successor listened before its hello: a refusal means it is gone. */
+  LOOM_CHECK(loom_socket_connect(&bs->peers[next].listen_addr, deadline, 0, bs->next_what,
+                                 &bs->next_fd));
+  char what[160];
+  snprintf(what, sizeof what, "rank %d (bootstrap ring predecessor, pid %d on %s)", prev,
+           bs->peers[prev].pid, bs->peers[prev].hostname);
+  int answered = 0;
+  LOOM_CHECK(accept_predecessor(bs, listen_fd, deadline, what, prove_to_next, &answered));
+  uint8_t hello[4];
+  loom_put_u32(hello, (uint32_t)bs->rank);
+  return loom_auth_confirm(bs->next_fd, bs->secret, RING_AUTH_LABEL, hello, sizeof hello,
+                           deadline, bs->next_what, &bs->next_auth);
 }
 
 loomResult_t loom_bootstrap_init(const loomUniqueId *id, int rank, int nranks,
@@ -350,7 +464,12 @@ static loomResult_t ring_exchange(struct loom_bootstrap *bs, const void *sbuf,
                         "(LOOM_BOOTSTRAP_TIMEOUT) waiting for rank %d's data: rank "
                         "%d (or a rank before it in the ring) did not arrive",
                         bs->rank, bs->timeout_s, expect_from, expect_from);
-    if (poll(p, 2, left) < 0) {
+    if (loom_socket_aborted())
+      return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
+                        "rank %d: bootstrap allgather/barrier interrupted: the communicator "
+                        "was aborted",
+                        bs->rank);
+    if (poll(p, 2, loom_socket_poll_slice(left)) < 0) {
       if (errno == EINTR)
         continue;
       return loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP, "poll: %s", strerror(errno));

@@ -1,11 +1,16 @@
 /*
- * root.c — the bootstrap root: a thread that accepts every rank's hello,
- * checks the secret, and answers with the table of all ranks (or with an
- * error naming the ranks that never arrived).  It serves one rendezvous and
- * exits.  Nothing a client sends can crash it: frames are size-checked
- * before anything is read into a buffer, and a bad client is dropped.
+ * root.c — the bootstrap root: a thread that challenges every connection,
+ * admits the ranks that prove the job's secret (bootstrap/auth.h), and
+ * answers each with the table of all ranks (or with an error naming the
+ * ranks that never arrived), tagged so the rank knows it came from its own
+ * job's root.  It serves one rendezvous and exits.  Nothing a client sends
+ * can crash or starve it: frames are size-checked before anything is read
+ * into a buffer, a connection has ROOT_PROOF_MS to prove itself, and when
+ * every slot is taken the oldest unproven one makes room.
  */
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/auth.h"
+#include "core/hmac.h"
 #include "core/error.h"
 #include "core/timeutil.h"
 
@@ -17,13 +22,21 @@
 #include <string.h>
 #include <unistd.h>
 
-#define ROOT_MAX_PENDING 1024
-#define ROOT_REPLY_MS 10000 /* bound on sending the table to one rank */
+/* Unproven connections held at once: far below the usual 1,024 open files,
+ * so a flood cannot make accept() fail; the oldest is dropped for a new one. */
+#define ROOT_MAX_PENDING 256
+#define ROOT_PROOF_MS 10000  /* from accept to a complete, proven hello */
+#define ROOT_ACCEPT_BURST 32 /* accepts per turn, so a flood drains fast */
+#define ROOT_REPLY_MS 10000  /* bound on sending the table to one rank */
+#define ROOT_LABEL "loom/root"
+#define ROOT_HELLO_FRAME (LOOM_FRAME_HDR_BYTES + LOOM_HELLO_BYTES)
 
 struct pending_conn {
   int fd;
-  size_t have; /* bytes of header+hello read so far */
-  uint8_t buf[LOOM_FRAME_HDR_BYTES + LOOM_HELLO_BYTES];
+  size_t have; /* bytes of proof + hello frame read so far */
+  uint8_t buf[LOOM_AUTH_PROOF_BYTES + ROOT_HELLO_FRAME];
+  struct loom_auth_state auth;
+  uint64_t deadline;
   union loom_sockaddr from;
 };
 
@@ -32,101 +45,138 @@ struct root_state {
   uint8_t secret[LOOM_SECRET_BYTES];
   int timeout_s;
   char addr_text[LOOM_ADDR_STRLEN];
-  struct pending_conn *pending; /* ROOT_MAX_PENDING slots, fd -1 = free */
+  struct pending_conn *pending; /* ROOT_MAX_PENDING slots, in arrival order */
   int npending;
   int nranks;       /* 0 until the first valid hello */
   int arrived;
   int *rank_fd;     /* per rank, -1 until arrived */
+  struct loom_auth_state *rank_auth; /* per rank: its handshake, to tag replies */
   struct loom_peer_info *infos;
+  unsigned long dropped; /* connections that never proved the secret */
 };
 
+/* Closes pending slot i, keeping the others in arrival order.  A reason
+ * is logged for the first few drops; the rest are counted (a flood must
+ * not flood the log). */
 static void drop_pending(struct root_state *st, int i, const char *why) {
   struct pending_conn *pc = &st->pending[i];
-  if (why != NULL) {
+  if (why != NULL && st->dropped++ < 8) {
     char from[LOOM_ADDR_STRLEN];
     loom_sockaddr_str(&pc->from, from, sizeof from);
     LOOM_WARN(LOOM_LOG_BOOTSTRAP, "bootstrap root %s: dropped connection from %s: %s",
               st->addr_text, from, why);
   }
   close(pc->fd);
-  st->pending[i] = st->pending[--st->npending];
+  memmove(pc, pc + 1, sizeof *pc * (size_t)(st->npending - i - 1));
+  st->npending--;
 }
 
-static void send_error_frame(int fd, loomResult_t code, const char *text) {
-  uint8_t hdr[LOOM_FRAME_HDR_BYTES], codebuf[4];
-  size_t len = strlen(text);
-  struct loom_frame_hdr h = {LOOM_FRAME_ERROR, (uint32_t)(len + 4)};
+/* Removes pending slot i without closing it (its fd now serves a rank). */
+static void take_pending(struct root_state *st, int i) {
+  struct pending_conn *pc = &st->pending[i];
+  memmove(pc, pc + 1, sizeof *pc * (size_t)(st->npending - i - 1));
+  st->npending--;
+}
+
+/* An error frame: code, text, and the root's tag over both, so that the
+ * rank can tell its own job's root from another's. */
+static void send_error_frame(int fd, const struct loom_auth_state *auth, const uint8_t *secret,
+                             loomResult_t code, const char *text) {
+  uint8_t hdr[LOOM_FRAME_HDR_BYTES], body[4 + 512], tag[LOOM_AUTH_TAG_BYTES];
+  size_t len = strnlen(text, sizeof body - 4);
+  loom_put_u32(body, (uint32_t)code);
+  memcpy(body + 4, text, len);
+  loom_auth_tag(secret, ROOT_LABEL "/error", 'a', auth->challenge, auth->nonce, body, len + 4,
+                tag);
+  struct loom_frame_hdr h = {LOOM_FRAME_ERROR, (uint32_t)(len + 4 + sizeof tag)};
   loom_frame_hdr_encode(&h, hdr);
-  loom_put_u32(codebuf, (uint32_t)code);
   uint64_t deadline = loom_deadline_ms(1000);
-  if (loom_socket_send_all(fd, hdr, sizeof hdr, deadline, "rank (error reply)") ==
-          loomSuccess &&
-      loom_socket_send_all(fd, codebuf, 4, deadline, "rank (error reply)") == loomSuccess)
-    loom_socket_send_all(fd, text, len, deadline, "rank (error reply)");
+  if (loom_socket_send_all(fd, hdr, sizeof hdr, deadline, NULL) == loomSuccess &&
+      loom_socket_send_all(fd, body, len + 4, deadline, NULL) == loomSuccess)
+    loom_socket_send_all(fd, tag, sizeof tag, deadline, NULL);
 }
 
-/* A complete, well-formed hello arrived on pending slot i. */
+/* Sizes the rank table at the first proven hello. */
+static int make_table(struct root_state *st, int nranks) {
+  st->rank_fd = malloc(sizeof(int) * (size_t)nranks);
+  st->rank_auth = calloc((size_t)nranks, sizeof *st->rank_auth);
+  st->infos = calloc((size_t)nranks, sizeof *st->infos);
+  if (st->rank_fd == NULL || st->rank_auth == NULL || st->infos == NULL) {
+    free(st->rank_fd);
+    free(st->rank_auth);
+    free(st->infos);
+    st->rank_fd = NULL;
+    st->rank_auth = NULL;
+    st->infos = NULL;
+    return -1;
+  }
+  for (int r = 0; r < nranks; r++)
+    st->rank_fd[r] = -1;
+  st->nranks = nranks;
+  return 0;
+}
+
+/* Refuses a proven rank whose call does not fit the others'. */
+static void refuse(struct root_state *st, int i, const char *text) {
+  send_error_frame(st->pending[i].fd, &st->pending[i].auth, st->secret, loomInvalidUsage, text);
+  drop_pending(st, i, text);
+}
+
+/* A complete proof and hello frame arrived on pending slot i. */
 static void accept_hello(struct root_state *st, int i) {
   struct pending_conn *pc = &st->pending[i];
-  uint8_t secret[LOOM_SECRET_BYTES];
+  const uint8_t *frame = pc->buf + LOOM_AUTH_PROOF_BYTES;
+  memcpy(pc->auth.nonce, pc->buf, LOOM_AUTH_NONCE_BYTES);
+  if (!loom_auth_check(st->secret, ROOT_LABEL, 'c', pc->auth.challenge, pc->auth.nonce, frame,
+                       ROOT_HELLO_FRAME, pc->buf + LOOM_AUTH_NONCE_BYTES)) {
+    send_error_frame(pc->fd, &pc->auth, st->secret, loomInvalidUsage,
+                     "this bootstrap root belongs to another job: the rank's proof of the "
+                     "job's secret does not match");
+    drop_pending(st, i, "wrong proof of the job's secret (a rank of another job sharing "
+                        "this address, or a stranger)");
+    return;
+  }
   int32_t nranks;
   struct loom_peer_info info;
-  if (loom_hello_decode(pc->buf + LOOM_FRAME_HDR_BYTES, secret, &nranks, &info) != 0) {
+  char text[256];
+  if (loom_hello_decode(frame + LOOM_FRAME_HDR_BYTES, &nranks, &info) != 0) {
     drop_pending(st, i, "malformed hello");
     return;
   }
-  if (!loom_secret_equal(secret, st->secret)) {
-    drop_pending(st, i, "wrong secret (a rank of another job, or a stray client)");
+  if (st->nranks == 0 && make_table(st, nranks) != 0) {
+    drop_pending(st, i, "out of memory for the rank table");
     return;
   }
-  char text[256];
-  if (st->nranks == 0) {
-    st->nranks = nranks;
-    st->rank_fd = malloc(sizeof(int) * (size_t)nranks);
-    st->infos = calloc((size_t)nranks, sizeof *st->infos);
-    if (st->rank_fd == NULL || st->infos == NULL) {
-      drop_pending(st, i, "out of memory for the rank table");
-      st->nranks = 0;
-      free(st->rank_fd);
-      free(st->infos);
-      st->rank_fd = NULL;
-      st->infos = NULL;
-      return;
-    }
-    for (int r = 0; r < nranks; r++)
-      st->rank_fd[r] = -1;
-  } else if (nranks != st->nranks) {
+  if (nranks != st->nranks) {
     snprintf(text, sizeof text,
-             "rank %d called init with nranks=%d but earlier ranks used "
-             "nranks=%d",
-             info.rank, nranks, st->nranks);
-    send_error_frame(pc->fd, loomInvalidUsage, text);
-    drop_pending(st, i, text);
+             "rank %d called init with nranks=%d but earlier ranks used nranks=%d", info.rank,
+             nranks, st->nranks);
+    refuse(st, i, text);
     return;
   }
   if (st->rank_fd[info.rank] >= 0) {
     snprintf(text, sizeof text,
-             "rank %d joined twice (pids %d on %s and %d on %s): every rank "
-             "must use a different rank number",
-             info.rank, st->infos[info.rank].pid, st->infos[info.rank].hostname,
-             info.pid, info.hostname);
-    send_error_frame(pc->fd, loomInvalidUsage, text);
-    drop_pending(st, i, text);
+             "rank %d joined twice (pids %d on %s and %d on %s): every rank must use a "
+             "different rank number",
+             info.rank, st->infos[info.rank].pid, st->infos[info.rank].hostname, info.pid,
+             info.hostname);
+    refuse(st, i, text);
     return;
   }
   st->rank_fd[info.rank] = pc->fd;
+  st->rank_auth[info.rank] = pc->auth;
   st->infos[info.rank] = info;
   st->arrived++;
-  LOOM_TRACE(LOOM_LOG_BOOTSTRAP, "root: rank %d arrived (%d/%d)", info.rank,
-             st->arrived, st->nranks);
-  st->pending[i] = st->pending[--st->npending]; /* fd now owned by rank_fd */
+  LOOM_TRACE(LOOM_LOG_BOOTSTRAP, "root: rank %d arrived (%d/%d)", info.rank, st->arrived,
+             st->nranks);
+  take_pending(st, i); /* fd now owned by rank_fd */
 }
 
 /* Reads what is available on pending slot i. */
 static void read_pending(struct root_state *st, int i) {
   struct pending_conn *pc = &st->pending[i];
-  size_t want = pc->have < LOOM_FRAME_HDR_BYTES ? LOOM_FRAME_HDR_BYTES
-                                                : sizeof pc->buf;
+  const size_t hdr_end = LOOM_AUTH_PROOF_BYTES + LOOM_FRAME_HDR_BYTES;
+  size_t want = pc->have < hdr_end ? hdr_end : sizeof pc->buf;
   ssize_t n = recv(pc->fd, pc->buf + pc->have, want - pc->have, 0);
   if (n == 0) {
     drop_pending(st, i, "closed before sending a complete hello");
@@ -138,9 +188,9 @@ static void read_pending(struct root_state *st, int i) {
     return;
   }
   pc->have += (size_t)n;
-  if (pc->have == LOOM_FRAME_HDR_BYTES) {
+  if (pc->have == hdr_end) {
     struct loom_frame_hdr h;
-    if (loom_frame_hdr_decode(pc->buf, LOOM_HELLO_BYTES, &h) != 0 ||
+    if (loom_frame_hdr_decode(pc->buf + LOOM_AUTH_PROOF_BYTES, LOOM_HELLO_BYTES, &h) != 0 ||
         h.type != LOOM_FRAME_HELLO || h.len != LOOM_HELLO_BYTES) {
       drop_pending(st, i, "not a Loom hello (bad magic, type or size)");
       return;
@@ -171,27 +221,35 @@ static int reply_order(const struct root_state *st, int i) {
   return -1;
 }
 
+/* The table frame: header, every rank's info, then per rank the root's tag
+ * over the table's digest (one hash of the table, not one per rank). */
 static void send_table(struct root_state *st) {
   size_t bytes = (size_t)st->nranks * LOOM_PEER_INFO_BYTES;
   uint8_t *table = malloc(LOOM_FRAME_HDR_BYTES + bytes);
   if (table == NULL) {
     for (int r = 0; r < st->nranks; r++)
-      send_error_frame(st->rank_fd[r], loomSystemError,
+      send_error_frame(st->rank_fd[r], &st->rank_auth[r], st->secret, loomSystemError,
                        "bootstrap root ran out of memory for the rank table");
     return;
   }
-  struct loom_frame_hdr h = {LOOM_FRAME_TABLE, (uint32_t)bytes};
+  struct loom_frame_hdr h = {LOOM_FRAME_TABLE, (uint32_t)(bytes + LOOM_AUTH_TAG_BYTES)};
   loom_frame_hdr_encode(&h, table);
   for (int r = 0; r < st->nranks; r++)
     loom_peer_info_encode(&st->infos[r], table + LOOM_FRAME_HDR_BYTES +
                                              (size_t)r * LOOM_PEER_INFO_BYTES);
+  uint8_t digest[LOOM_SHA256_BYTES], tag[LOOM_AUTH_TAG_BYTES];
+  loom_sha256(table + LOOM_FRAME_HDR_BYTES, bytes, digest);
   for (int i = 0; i < st->nranks; i++) {
     int r = reply_order(st, i);
     char what[64];
     snprintf(what, sizeof what, "rank %d (rank table)", r);
+    loom_auth_tag(st->secret, ROOT_LABEL "/table", 'a', st->rank_auth[r].challenge,
+                  st->rank_auth[r].nonce, digest, sizeof digest, tag);
     /* A rank that died meanwhile fails its own neighbours; keep going. */
-    loom_socket_send_all(st->rank_fd[r], table, LOOM_FRAME_HDR_BYTES + bytes,
-                         loom_deadline_ms(ROOT_REPLY_MS), what);
+    uint64_t deadline = loom_deadline_ms(ROOT_REPLY_MS);
+    if (loom_socket_send_all(st->rank_fd[r], table, LOOM_FRAME_HDR_BYTES + bytes, deadline,
+                             what) == loomSuccess)
+      loom_socket_send_all(st->rank_fd[r], tag, sizeof tag, deadline, what);
   }
   free(table);
 }
@@ -233,48 +291,81 @@ static void root_timeout(struct root_state *st) {
   for (int i = 0; i < st->nranks; i++) {
     int r = reply_order(st, i);
     if (st->rank_fd[r] >= 0)
-      send_error_frame(st->rank_fd[r], loomTimeout, text);
+      send_error_frame(st->rank_fd[r], &st->rank_auth[r], st->secret, loomTimeout, text);
   }
 }
 
-static void *root_main(void *arg) {
-  struct root_state *st = arg;
+/* Drops unproven connections past their deadline. */
+static void expire_pending(struct root_state *st) {
+  uint64_t now = loom_now_ns();
+  for (int i = st->npending - 1; i >= 0; i--)
+    if (now > st->pending[i].deadline)
+      drop_pending(st, i, "did not prove the job's secret in time");
+}
+
+/* Accepts what the listener holds (up to a burst), challenging each; when
+ * every slot is taken the oldest unproven connection makes room, so a
+ * flood of silent connections cannot keep a real rank out. */
+static void accept_burst(struct root_state *st, uint64_t *deadline) {
+  for (int k = 0; k < ROOT_ACCEPT_BURST; k++) {
+    struct pending_conn pc = {.have = 0};
+    socklen_t alen = sizeof pc.from;
+    pc.fd = accept4(st->listen_fd, &pc.from.sa, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (pc.fd < 0)
+      return;
+    if (loom_auth_challenge(pc.fd, loom_deadline_ms(100), &pc.auth) != 0) {
+      close(pc.fd);
+      continue;
+    }
+    pc.deadline = loom_deadline_ms(ROOT_PROOF_MS);
+    if (st->npending == ROOT_MAX_PENDING)
+      drop_pending(st, 0, "the oldest unproven connection, dropped to make room");
+    if (st->nranks == 0 && st->arrived == 0 && st->npending == 0 && st->dropped == 0)
+      *deadline = loom_deadline_ms((int64_t)st->timeout_s * 1000); /* from the first */
+    st->pending[st->npending++] = pc;
+  }
+}
+
+static void root_serve(struct root_state *st, struct pollfd *fds) {
   uint64_t deadline = loom_deadline_ms((int64_t)st->timeout_s * 1000);
-  struct pollfd *fds = malloc(sizeof *fds * (ROOT_MAX_PENDING + 1));
-  while (fds != NULL && (st->nranks == 0 || st->arrived < st->nranks)) {
+  while (st->nranks == 0 || st->arrived < st->nranks) {
     int left = loom_ms_left(deadline);
     if (left == 0) {
       root_timeout(st);
-      break;
+      return;
     }
     fds[0].fd = st->listen_fd;
-    fds[0].events = st->npending < ROOT_MAX_PENDING ? POLLIN : 0;
+    fds[0].events = POLLIN;
     for (int i = 0; i < st->npending; i++) {
       fds[i + 1].fd = st->pending[i].fd;
       fds[i + 1].events = POLLIN;
     }
     int npoll = st->npending + 1;
-    if (poll(fds, (nfds_t)npoll, left) < 0 && errno != EINTR)
-      break;
-    /* Walk backwards: drop_pending moves the last slot into i. */
+    if (poll(fds, (nfds_t)npoll, left < 1000 ? left : 1000) < 0 && errno != EINTR)
+      return;
+    /* Walk backwards: dropping slot i moves the later ones down. */
     for (int i = npoll - 2; i >= 0; i--)
       if (fds[i + 1].revents)
         read_pending(st, i);
-    if (fds[0].revents & POLLIN) {
-      struct pending_conn pc = {.have = 0};
-      socklen_t alen = sizeof pc.from;
-      pc.fd = accept4(st->listen_fd, &pc.from.sa, &alen, SOCK_NONBLOCK | SOCK_CLOEXEC);
-      if (pc.fd >= 0) {
-        int first = st->nranks == 0 && st->arrived == 0 && st->npending == 0;
-        st->pending[st->npending++] = pc;
-        if (first) /* the timeout counts from the first rank's arrival */
-          deadline = loom_deadline_ms((int64_t)st->timeout_s * 1000);
-      }
-    }
+    expire_pending(st);
+    if (fds[0].revents & POLLIN)
+      accept_burst(st, &deadline);
   }
+}
+
+static void *root_main(void *arg) {
+  struct root_state *st = arg;
+  struct pollfd *fds = malloc(sizeof *fds * (ROOT_MAX_PENDING + 1));
+  if (fds != NULL)
+    root_serve(st, fds);
   close(st->listen_fd);
   if (st->nranks > 0 && st->arrived == st->nranks)
     send_table(st);
+  if (st->dropped > 8)
+    LOOM_WARN(LOOM_LOG_BOOTSTRAP,
+              "bootstrap root %s: dropped %lu connections in all that did not prove the "
+              "job's secret",
+              st->addr_text, st->dropped);
   for (int i = 0; i < st->npending; i++)
     close(st->pending[i].fd);
   for (int r = 0; st->rank_fd != NULL && r < st->nranks; r++)
@@ -283,6 +374,7 @@ static void *root_main(void *arg) {
   free(fds);
   free(st->pending);
   free(st->rank_fd);
+  free(st->rank_auth);
   free(st->infos);
   free(st);
   return NULL;

@@ -278,16 +278,38 @@ bound_ok:;
 }
 
 /* Waits for `events` on fd until the deadline: 1 ready, 0 timeout, -1 error. */
+#define SOCKET_ABORT_SLICE_MS 50
+
+/* The abort flag the calling thread's waits watch (NULL: none). */
+static __thread const volatile int *thread_abort_flag;
+
+void loom_socket_watch_abort(const volatile int *flag) { thread_abort_flag = flag; }
+
+int loom_socket_aborted(void) {
+  return thread_abort_flag != NULL && __atomic_load_n(thread_abort_flag, __ATOMIC_ACQUIRE);
+}
+
+int loom_socket_poll_slice(int left_ms) {
+  return thread_abort_flag != NULL && left_ms > SOCKET_ABORT_SLICE_MS ? SOCKET_ABORT_SLICE_MS
+                                                                      : left_ms;
+}
+
+/* 1 ready (or a slice passed), 0 deadline, -1 poll failed or aborted
+ * (errno ECANCELED). */
 static int wait_fd(int fd, short events, uint64_t deadline) {
   for (;;) {
+    if (loom_socket_aborted()) {
+      errno = ECANCELED;
+      return -1;
+    }
     struct pollfd p = {.fd = fd, .events = events};
     int left = loom_ms_left(deadline);
-    int rc = poll(&p, 1, left);
+    int rc = poll(&p, 1, loom_socket_poll_slice(left));
     if (rc > 0)
       return 1;
-    if (rc == 0)
-      return loom_ms_left(deadline) == 0 ? 0 : 1;
-    if (errno != EINTR)
+    if (rc == 0 && loom_ms_left(deadline) == 0)
+      return 0;
+    if (rc < 0 && errno != EINTR)
       return -1;
   }
 }
@@ -324,7 +346,9 @@ loomResult_t loom_socket_connect(const union loom_sockaddr *peer,
     close(fd);
     int retry = retry_refused && (err == ECONNREFUSED || err == ECONNRESET ||
                                   err == EAGAIN || err == ETIMEDOUT);
-    if (!retry || loom_ms_left(deadline) == 0)
+    if (loom_socket_aborted())
+      err = ECANCELED;
+    if (!retry || loom_ms_left(deadline) == 0 || err == ECANCELED)
       return loom_error(err == ETIMEDOUT ? loomTimeout : loomRemoteError, LOOM_LOG_NET,
                         "cannot connect to %s at %s: %s", what, text, strerror(err));
     usleep(backoff_us);
@@ -356,6 +380,9 @@ loomResult_t loom_socket_accept(int listen_fd, uint64_t deadline, const char *wh
   }
 }
 
+/* Quiet when what is NULL (socket.h). */
+#define SOCK_FAIL(code, subsys, ...) (what == NULL ? (code) : loom_error((code), (subsys), __VA_ARGS__))
+
 loomResult_t loom_socket_send_all(int fd, const void *buf, size_t len,
                                   uint64_t deadline, const char *what) {
   const char *p = buf;
@@ -371,13 +398,13 @@ loomResult_t loom_socket_send_all(int fd, const void *buf, size_t len,
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
       int w = wait_fd(fd, POLLOUT, deadline);
       if (w == 0)
-        return loom_error(loomTimeout, LOOM_LOG_NET, "timed out sending to %s", what);
+        return SOCK_FAIL(loomTimeout, LOOM_LOG_NET, "timed out sending to %s", what);
       if (w < 0)
-        return loom_error(loomSystemError, LOOM_LOG_NET, "poll (%s): %s", what,
+        return SOCK_FAIL(loomSystemError, LOOM_LOG_NET, "poll (%s): %s", what,
                           strerror(errno));
       continue;
     }
-    return loom_error(loomRemoteError, LOOM_LOG_NET,
+    return SOCK_FAIL(loomRemoteError, LOOM_LOG_NET,
                       "send to %s failed: %s (did the process exit?)", what,
                       strerror(errno));
   }
@@ -395,20 +422,20 @@ loomResult_t loom_socket_recv_all(int fd, void *buf, size_t len,
       continue;
     }
     if (n == 0)
-      return loom_error(loomRemoteError, LOOM_LOG_NET,
+      return SOCK_FAIL(loomRemoteError, LOOM_LOG_NET,
                         "%s closed the connection (did the process exit?)", what);
     if (errno == EINTR)
       continue;
     if (errno == EAGAIN || errno == EWOULDBLOCK) {
       int w = wait_fd(fd, POLLIN, deadline);
       if (w == 0)
-        return loom_error(loomTimeout, LOOM_LOG_NET, "timed out waiting for %s", what);
+        return SOCK_FAIL(loomTimeout, LOOM_LOG_NET, "timed out waiting for %s", what);
       if (w < 0)
-        return loom_error(loomSystemError, LOOM_LOG_NET, "poll (%s): %s", what,
+        return SOCK_FAIL(loomSystemError, LOOM_LOG_NET, "poll (%s): %s", what,
                           strerror(errno));
       continue;
     }
-    return loom_error(loomRemoteError, LOOM_LOG_NET, "receive from %s failed: %s",
+    return SOCK_FAIL(loomRemoteError, LOOM_LOG_NET, "receive from %s failed: %s",
                       what, strerror(errno));
   }
   return loomSuccess;

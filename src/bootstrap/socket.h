@@ -59,12 +59,22 @@ loomResult_t loom_socket_accept(int listen_fd, uint64_t deadline,
 
 /* Send/receive exactly len bytes before `deadline`.  The peer closing the
  * connection gives loomRemoteError, the deadline loomTimeout; `what` names
- * the peer and purpose in the error text. */
+ * the peer and purpose in the error text; with what == NULL they fail
+ * quietly (a stranger's connection, which the caller logs once). */
 loomResult_t loom_socket_send_all(int fd, const void *buf, size_t len,
                                   uint64_t deadline, const char *what);
 loomResult_t loom_socket_recv_all(int fd, void *buf, size_t len,
                                   uint64_t deadline, const char *what);
 
 int loom_socket_set_nodelay(int fd);
+
+/* Makes the calling thread's socket waits (connect, accept, send/recv_all)
+ * end within ~50 ms once *flag is set (loomCommAbort of a communicator
+ * whose non-blocking init this thread runs); NULL stops watching.  They
+ * then fail with errno ECANCELED ("Operation canceled"). */
+void loom_socket_watch_abort(const volatile int *flag);
+int loom_socket_aborted(void);
+/* The poll timeout to use for left_ms: a short slice while watching. */
+int loom_socket_poll_slice(int left_ms);
 
 #endif

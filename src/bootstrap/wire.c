@@ -125,20 +125,16 @@ int loom_peer_info_decode(const uint8_t *in, struct loom_peer_info *p) {
                               &p->listen_addr);
 }
 
-void loom_hello_encode(const uint8_t secret[LOOM_SECRET_BYTES], int32_t nranks,
-                       const struct loom_peer_info *p, uint8_t *out) {
-  memcpy(out, secret, LOOM_SECRET_BYTES);
-  loom_put_u32(out + LOOM_SECRET_BYTES, (uint32_t)nranks);
-  loom_peer_info_encode(p, out + LOOM_SECRET_BYTES + 4);
+void loom_hello_encode(int32_t nranks, const struct loom_peer_info *p, uint8_t *out) {
+  loom_put_u32(out, (uint32_t)nranks);
+  loom_peer_info_encode(p, out + 4);
 }
 
-int loom_hello_decode(const uint8_t *in, uint8_t secret[LOOM_SECRET_BYTES],
-                      int32_t *nranks, struct loom_peer_info *p) {
-  memcpy(secret, in, LOOM_SECRET_BYTES);
-  *nranks = (int32_t)loom_get_u32(in + LOOM_SECRET_BYTES);
+int loom_hello_decode(const uint8_t *in, int32_t *nranks, struct loom_peer_info *p) {
+  *nranks = (int32_t)loom_get_u32(in);
   if (*nranks <= 0)
     return -1;
-  if (loom_peer_info_decode(in + LOOM_SECRET_BYTES + 4, p) != 0)
+  if (loom_peer_info_decode(in + 4, p) != 0)
     return -1;
   return p->rank < *nranks ? 0 : -1;
 }

@@ -20,7 +20,7 @@
 /* ---- unique id ---- */
 struct loom_id_fields {
   union loom_sockaddr root;                 /* where the root listens */
-  uint8_t secret[LOOM_SECRET_BYTES];        /* random, or derived from LOOM_COMM_ID */
+  uint8_t secret[LOOM_SECRET_BYTES];        /* random, or from LOOM_COMM_SECRET/LOOM_COMM_ID */
   int from_env;                             /* 1: made from LOOM_COMM_ID (rank 0 hosts root) */
 };
 void loom_id_encode(const struct loom_id_fields *f, loomUniqueId *id);
@@ -33,10 +33,10 @@ int loom_id_decode(const loomUniqueId *id, struct loom_id_fields *f);
 #define LOOM_FRAME_MAX_PAYLOAD (64u << 20) /* larger frames are rejected */
 
 enum loom_frame_type {
-  LOOM_FRAME_HELLO = 1,  /* rank -> root: secret, nranks, peer info */
-  LOOM_FRAME_TABLE = 2,  /* root -> rank: every rank's peer info */
-  LOOM_FRAME_ERROR = 3,  /* root -> rank: text saying why init failed */
-  LOOM_FRAME_RING = 4,   /* ring neighbour hello: secret, rank */
+  LOOM_FRAME_HELLO = 1,  /* rank -> root: nranks, peer info (after its proof) */
+  LOOM_FRAME_TABLE = 2,  /* root -> rank: every rank's peer info, then the root's tag */
+  LOOM_FRAME_ERROR = 3,  /* root -> rank: code, text saying why init failed, tag */
+  /* 4 was the ring hello, which carried the secret in clear */
   LOOM_FRAME_DATA = 5,   /* bootstrap allgather block */
   LOOM_FRAME_NOTICE = 6, /* failure notice travelling the ring */
 };
@@ -62,15 +62,11 @@ struct loom_peer_info {
 void loom_peer_info_encode(const struct loom_peer_info *p, uint8_t *out);
 int loom_peer_info_decode(const uint8_t *in, struct loom_peer_info *p);
 
-/* HELLO payload: secret, nranks, peer info. */
-#define LOOM_HELLO_BYTES (LOOM_SECRET_BYTES + 4 + LOOM_PEER_INFO_BYTES)
-void loom_hello_encode(const uint8_t secret[LOOM_SECRET_BYTES], int32_t nranks,
-                       const struct loom_peer_info *p, uint8_t *out);
-int loom_hello_decode(const uint8_t *in, uint8_t secret[LOOM_SECRET_BYTES],
-                      int32_t *nranks, struct loom_peer_info *p);
-
-/* RING payload: secret, sender rank. */
-#define LOOM_RING_HELLO_BYTES (LOOM_SECRET_BYTES + 4)
+/* HELLO payload: nranks, peer info.  It travels after the rank's proof
+ * of the secret (bootstrap/auth.h), never with the secret itself. */
+#define LOOM_HELLO_BYTES (4 + LOOM_PEER_INFO_BYTES)
+void loom_hello_encode(int32_t nranks, const struct loom_peer_info *p, uint8_t *out);
+int loom_hello_decode(const uint8_t *in, int32_t *nranks, struct loom_peer_info *p);
 
 /* NOTICE payload: suspect rank, reporter rank, kind, then (for a
  * mismatch) the fingerprints of the suspect's and the reporter's calls. */

@@ -26,6 +26,11 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
         {"LOOM_COMM_ID", LOOM_PARAM_T_STRING, NULL, 0, 0,
          "host:port of the bootstrap root shared by all ranks (set by "
          "loomrun); rank 0 hosts it"},
+    [LOOM_PARAM_COMM_SECRET] =
+        {"LOOM_COMM_SECRET", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "the job's secret under LOOM_COMM_ID (loomrun sets a random one per job; any "
+         "launcher may): every bootstrap and TCP connection proves it with an HMAC, never "
+         "sending it; unset, the secret derives from the address (docs/security.md)"},
     [LOOM_PARAM_RANK] = {"LOOM_RANK", LOOM_PARAM_T_INT, NULL, 0, INT_MAX,
                          "this process's rank (set by loomrun)"},
     [LOOM_PARAM_NRANKS] = {"LOOM_NRANKS", LOOM_PARAM_T_INT, NULL, 1, INT_MAX,

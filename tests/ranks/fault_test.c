@@ -22,6 +22,7 @@
  *                      through loomCommGetAsyncError on this thread
  * Exit 0 when the scenario behaved as required.
  */
+#include "bootstrap/auth.h"
 #include "bootstrap/wire.h"
 #include "core/timeutil.h"
 #include "loom.h"
@@ -229,8 +230,10 @@ static void stray_connections(void) {
   loom_frame_hdr_encode(&h, hdr);
   if (write(huge, hdr, sizeof hdr) != (ssize_t)sizeof hdr)
     FAIL("write");
+  /* A client that speaks the protocol but proves another secret. */
   int wrong = connect_to(&f.root);
   uint8_t hello[LOOM_FRAME_HDR_BYTES + LOOM_HELLO_BYTES], bad_secret[LOOM_SECRET_BYTES];
+  uint8_t raw[LOOM_AUTH_CHALLENGE_BYTES], proof[LOOM_AUTH_PROOF_BYTES], challenge[16];
   memset(bad_secret, 7, sizeof bad_secret);
   struct loom_peer_info info;
   memset(&info, 0, sizeof info);
@@ -239,8 +242,15 @@ static void stray_connections(void) {
   info.listen_addr = f.root;
   struct loom_frame_hdr hh = {LOOM_FRAME_HELLO, LOOM_HELLO_BYTES};
   loom_frame_hdr_encode(&hh, hello);
-  loom_hello_encode(bad_secret, 1, &info, hello + LOOM_FRAME_HDR_BYTES);
-  if (write(wrong, hello, sizeof hello) != (ssize_t)sizeof hello)
+  loom_hello_encode(1, &info, hello + LOOM_FRAME_HDR_BYTES);
+  if (read(wrong, raw, sizeof raw) != (ssize_t)sizeof raw ||
+      loom_auth_challenge_decode(raw, challenge) != 0)
+    FAIL("the root sent no challenge");
+  memset(proof, 3, LOOM_AUTH_NONCE_BYTES);
+  loom_auth_tag(bad_secret, "loom/root", 'c', challenge, proof, hello, sizeof hello,
+                proof + LOOM_AUTH_NONCE_BYTES);
+  if (write(wrong, proof, sizeof proof) != (ssize_t)sizeof proof ||
+      write(wrong, hello, sizeof hello) != (ssize_t)sizeof hello)
     FAIL("write");
   uint64_t start = loom_now_ns();
   loomComm_t comm;

@@ -593,13 +593,24 @@ START_TEST(wrong_secret_is_dropped) {
   set_env(1);
   pair_init_rank(&pr, 0);
   pair_init_rank(&pr, 1);
-  char err[1024];
+  /* Rank 0 connects and must prove the secret; rank 1 refuses the proof,
+   * so rank 0 fails at once and rank 1 waits for a rank 0 that proves. */
   uint64_t t0 = loom_now_ns();
-  loomResult_t r1 = pair_connect(&pr, 500, err, sizeof err);
-  ck_assert_msg(r1 == loomTimeout, "rank 1 connect: %d %s", r1, err);
+  struct connect_arg a1 = {pr.ctx[1], 0, pr.addrs, loom_deadline_ms(500), NULL,
+                           loomInternalError, ""};
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, connect_thread, &a1), 0);
+  int peer1 = 1;
+  void *conn0 = NULL;
+  loomResult_t r0 = tp->connect(pr.ctx[0], 1, &peer1, pr.addrs, loom_deadline_ms(500), &conn0);
+  char err0[1024];
+  snprintf(err0, sizeof err0, "%s", loomGetLastError(NULL));
+  ck_assert_int_eq(pthread_join(th, NULL), 0);
+  ck_assert_msg(r0 == loomRemoteError, "rank 0 connect: %d %s", r0, err0);
+  ck_assert_msg(a1.res == loomTimeout, "rank 1 connect: %d %s", a1.res, a1.err);
   ck_assert_msg(loom_now_ns() - t0 >= 400000000ull, "gave up after %.3f s",
                 (double)(loom_now_ns() - t0) / 1e9);
-  ck_assert_ptr_nonnull(strstr(err, "rank 0"));
+  ck_assert_ptr_nonnull(strstr(a1.err, "rank 0"));
   pair_close(&pr);
 }
 END_TEST

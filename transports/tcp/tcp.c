@@ -4,6 +4,7 @@
  * hello) and the vtable.
  */
 #include "tcp.h"
+#include "bootstrap/auth.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
 #include "core/config.h"
@@ -16,7 +17,12 @@
 #include <unistd.h>
 
 #define TCP_ADDR_BYTES 20
-#define TCP_HELLO_BYTES (LOOM_SECRET_BYTES + 12)
+/* rank, socket index, sockets per peer: sent inside the proof of the
+ * communicator's secret (bootstrap/auth.h) */
+#define TCP_HELLO_BYTES 12
+#define TCP_AUTH_LABEL "loom/tcp"
+/* How long a connecting socket may take to answer the challenge. */
+#define TCP_PROOF_MS 5000
 
 static loomResult_t tcp_init(const struct loom_transport_comm *info, void **out,
                              void *addr) {
@@ -96,19 +102,15 @@ static loomResult_t accept_one(struct tcp_ctx *ctx, const char *expecting,
                                uint64_t deadline) {
   int fd;
   LOOM_CHECK(loom_socket_accept(ctx->listen_fd, deadline, expecting, &fd));
-  uint8_t hello[TCP_HELLO_BYTES];
-  uint64_t short_deadline = loom_deadline_ms(2000);
+  uint8_t hello[TCP_HELLO_BYTES] = {0};
+  uint64_t short_deadline = loom_deadline_ms(TCP_PROOF_MS);
   if (short_deadline > deadline)
     short_deadline = deadline;
   const char *why = NULL;
-  if (loom_socket_recv_all(fd, hello, sizeof hello, short_deadline, "a connecting peer") !=
-      loomSuccess)
-    why = "no complete hello";
-  else if (!loom_secret_equal(hello, ctx->secret))
-    why = "wrong secret (another job?)";
-  int peer = (int)loom_get_u32(hello + LOOM_SECRET_BYTES);
-  int idx = (int)loom_get_u32(hello + LOOM_SECRET_BYTES + 4);
-  int nsocks = (int)loom_get_u32(hello + LOOM_SECRET_BYTES + 8);
+  loom_auth_accept(fd, ctx->secret, TCP_AUTH_LABEL, hello, sizeof hello, short_deadline, &why);
+  int peer = (int)loom_get_u32(hello);
+  int idx = (int)loom_get_u32(hello + 4);
+  int nsocks = (int)loom_get_u32(hello + 8);
   struct tcp_conn *c = NULL;
   if (why == NULL) {
     if (peer < 0 || peer >= ctx->nranks || ctx->conns[peer] == NULL ||
@@ -160,11 +162,14 @@ static loomResult_t tcp_connect(void *vctx, int npeers, const int *peers,
     for (int s = 0; s < ctx->nsocks; s++) {
       LOOM_CHECK(loom_socket_connect(&peer_addr, deadline, 0, what, &c->socks[s].fd));
       uint8_t hello[TCP_HELLO_BYTES];
-      memcpy(hello, ctx->secret, LOOM_SECRET_BYTES);
-      loom_put_u32(hello + LOOM_SECRET_BYTES, (uint32_t)ctx->rank);
-      loom_put_u32(hello + LOOM_SECRET_BYTES + 4, (uint32_t)s);
-      loom_put_u32(hello + LOOM_SECRET_BYTES + 8, (uint32_t)ctx->nsocks);
-      LOOM_CHECK(loom_socket_send_all(c->socks[s].fd, hello, sizeof hello, deadline, what));
+      loom_put_u32(hello, (uint32_t)ctx->rank);
+      loom_put_u32(hello + 4, (uint32_t)s);
+      loom_put_u32(hello + 8, (uint32_t)ctx->nsocks);
+      /* Blocks until the peer accepts: ranks above this one accept only
+       * after their own connections upward, and the highest connects to
+       * none, so the waits end from the top down. */
+      LOOM_CHECK(loom_auth_connect(c->socks[s].fd, ctx->secret, TCP_AUTH_LABEL, hello,
+                                   sizeof hello, deadline, what));
     }
   }
   for (;;) {

@@ -1,0 +1,81 @@
+#!/bin/bash
+# Who may join a job (docs/security.md): two jobs given one LOOM_COMM_ID
+# never compute together; a process that does not know the job's secret
+# cannot join, inject a rank table, or starve the root with a flood; a
+# port held by another program is named as such; loomCommAbort ends a
+# pending non-blocking init at once.  Every wait is bounded.
+. "$(dirname "$0")/lib.sh"
+JP="$TESTBIN/ranks/job_probe"
+PY=/usr/bin/python3
+[ -x "$PY" ] || PY=python3
+FLOOD="$(dirname "$0")/flood.py"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+export LOOM_BOOTSTRAP_TIMEOUT=20
+
+# ---- two jobs on one LOOM_COMM_ID ----------------------------------------
+# Job A's rank 1 arrives late; job B starts meanwhile with A's address.
+port=$(free_port)
+( LOOM_COMM_ID=127.0.0.1:$port JOB_VALUE=1 PROBE_DELAY_MS=2500 \
+    timeout -k 5 60 "$LOOMRUN" --timeout 50 -n 2 "$JP" >"$tmp/a" 2>&1; echo $? >"$tmp/a.rc" ) &
+sleep 0.7
+LOOM_COMM_ID=127.0.0.1:$port JOB_VALUE=1000 timeout -k 5 60 "$LOOMRUN" --timeout 50 -n 2 "$JP" \
+  >"$tmp/b" 2>&1
+echo $? >"$tmp/b.rc"
+# loomrun ends job B when its rank 0 fails; B's rank 1 alone, as another
+# launcher would leave it running, meets A's root:
+env LOOM_COMM_ID=127.0.0.1:$port LOOM_COMM_SECRET=job-b LOOM_RANK=1 LOOM_NRANKS=2 JOB_VALUE=1000 \
+  timeout -k 5 30 "$JP" >>"$tmp/b" 2>&1
+wait
+out=$(cat "$tmp/a"); rc=$(cat "$tmp/a.rc")
+expect_count "job 1 sum 3 (expected 3)" 2 "job A completes with its own ranks and data (rc=$rc)"
+out=$(cat "$tmp/b"); rc=$(cat "$tmp/b.rc")
+expect_count "job 1000 sum" 0 "job B computes nothing"
+expect_count "rank 0: init failed: .*in use" 1 "job B's rank 0: the root's port is in use"
+expect_count "^rank 1: init failed: .*is not this job's bootstrap root" 1 "job B's rank 1: another job's root, said loudly"
+[ "$rc" != 0 ] && pass "job B fails under loomrun (rc=$rc)" || fail "job B exited 0"
+
+# ---- a forged rank table ----------------------------------------------------
+out=$(timeout 30 "$JP" --fake-root 2>&1); rc=$?
+expect_count "fake-root: refused" 1 "a root without the secret cannot hand out peer addresses"
+
+# ---- a flood of 1,100 silent connections while the job starts --------------
+port=$(free_port)
+( ulimit -n 4096; "$PY" "$FLOOD" 127.0.0.1 "$port" 1100 8 >"$tmp/flood" 2>&1 ) &
+flood_pid=$!
+sleep 0.3
+LOOM_COMM_ID=127.0.0.1:$port JOB_VALUE=7 PROBE_DELAY_MS=4000 run_ranks 2 60 "$JP"
+wait $flood_pid
+expect_count "job 7 sum 21 (expected 21)" 2 "the job completes while 1,100 silent connections flood its root"
+expect_count "dropped .* connections in all" 1 "the root drops the flood (logged once, counted)"
+printf '  %s\n' "$(cat "$tmp/flood")"
+
+# ---- the port held by another program ---------------------------------------
+port=$(free_port)
+"$PY" -c "
+import socket, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(('127.0.0.1', $port)); s.listen(8); s.settimeout(20)
+end = time.time() + 15
+while time.time() < end:
+    try:
+        c, _ = s.accept(); c.sendall(b'SSH-2.0-OpenSSH_9.2\r\n')
+    except OSError:
+        break
+" &
+holder=$!
+sleep 0.3
+# Each rank on its own (loomrun would end rank 1 as soon as rank 0 fails).
+out=$(for r in 0 1; do env LOOM_COMM_ID=127.0.0.1:$port LOOM_RANK=$r LOOM_NRANKS=2 \
+        timeout -k 5 30 "$JP" 2>&1; done)
+kill $holder 2>/dev/null; wait $holder 2>/dev/null
+expect_count "^rank 0: init failed: .*in use" 1 "rank 0: the port of LOOM_COMM_ID is in use"
+expect_count "^rank 1: init failed: .*another program listens on that port" 1 "rank 1: a foreign program on the port is named as such"
+
+# ---- loomCommAbort of a pending non-blocking init -----------------------------
+out=$(timeout 30 "$JP" --abort-init 2>&1); rc=$?
+expect_count "abort-init: loomCommAbort returned after" 1 "loomCommAbort ends a pending non-blocking init within 1 s"
+
+check_no_leftovers job_probe
+finish

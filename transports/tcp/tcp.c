@@ -97,24 +97,16 @@ static int conn_complete(const struct tcp_conn *c) {
   return 1;
 }
 
-/* Accepts one socket and files it under its peer, or drops it. */
-static loomResult_t accept_one(struct tcp_ctx *ctx, const char *expecting,
-                               uint64_t deadline) {
-  int fd;
-  LOOM_CHECK(loom_socket_accept(ctx->listen_fd, deadline, expecting, &fd));
-  uint8_t hello[TCP_HELLO_BYTES] = {0};
-  uint64_t short_deadline = loom_deadline_ms(TCP_PROOF_MS);
-  if (short_deadline > deadline)
-    short_deadline = deadline;
-  const char *why = NULL;
-  loom_auth_accept(fd, ctx->secret, TCP_AUTH_LABEL, hello, sizeof hello, short_deadline, &why);
+/* Files a proven socket under its peer (or drops it: why says so).
+ * Returns loomInvalidUsage when the peer's LOOM_SOCKET_NSOCKS differs. */
+static loomResult_t file_incoming(struct tcp_ctx *ctx, int fd, const uint8_t *hello,
+                                  const char *why) {
   int peer = (int)loom_get_u32(hello);
   int idx = (int)loom_get_u32(hello + 4);
   int nsocks = (int)loom_get_u32(hello + 8);
   struct tcp_conn *c = NULL;
   if (why == NULL) {
-    if (peer < 0 || peer >= ctx->nranks || ctx->conns[peer] == NULL ||
-        peer >= ctx->rank)
+    if (peer < 0 || peer >= ctx->nranks || ctx->conns[peer] == NULL || peer >= ctx->rank)
       why = "a rank this rank is not connecting to";
     else if (nsocks != ctx->nsocks) {
       close(fd);
@@ -126,8 +118,7 @@ static loomResult_t accept_one(struct tcp_ctx *ctx, const char *expecting,
       why = "a duplicate or out-of-range socket index";
   }
   if (why != NULL) {
-    LOOM_WARN(LOOM_LOG_NET, "tcp: rank %d dropped an incoming connection: %s",
-              ctx->rank, why);
+    LOOM_WARN(LOOM_LOG_NET, "tcp: rank %d dropped an incoming connection: %s", ctx->rank, why);
     close(fd);
     return loomSuccess;
   }
@@ -135,10 +126,58 @@ static loomResult_t accept_one(struct tcp_ctx *ctx, const char *expecting,
   return loomSuccess;
 }
 
+static uint64_t proof_deadline(uint64_t deadline) {
+  uint64_t d = loom_deadline_ms(TCP_PROOF_MS);
+  return d < deadline ? d : deadline;
+}
+
+/* Accepts one socket, challenges it and files it if it proves itself. */
+static loomResult_t accept_one(struct tcp_ctx *ctx, const char *expecting, uint64_t deadline) {
+  int fd;
+  LOOM_CHECK(loom_socket_accept(ctx->listen_fd, deadline, expecting, &fd));
+  uint8_t hello[TCP_HELLO_BYTES] = {0};
+  const char *why = NULL;
+  loom_auth_accept(fd, ctx->secret, TCP_AUTH_LABEL, hello, sizeof hello,
+                   proof_deadline(deadline), &why);
+  return file_incoming(ctx, fd, hello, why);
+}
+
+/* Opens and proves the sockets to one higher rank, one at a time. */
+static loomResult_t connect_up(struct tcp_ctx *ctx, struct tcp_conn *c, const void *addrs,
+                               uint64_t deadline) {
+  union loom_sockaddr peer_addr;
+  loom_sockaddr_decode((const uint8_t *)addrs + (size_t)c->peer * TCP_ADDR_BYTES, &peer_addr);
+  char what[64];
+  snprintf(what, sizeof what, "rank %d (tcp)", c->peer);
+  for (int s = 0; s < ctx->nsocks; s++) {
+    int fd;
+    LOOM_CHECK(loom_socket_connect(&peer_addr, deadline, 0, what, &fd));
+    uint8_t hello[TCP_HELLO_BYTES];
+    loom_put_u32(hello, (uint32_t)ctx->rank);
+    loom_put_u32(hello + 4, (uint32_t)s);
+    loom_put_u32(hello + 8, (uint32_t)ctx->nsocks);
+    loomResult_t res =
+        loom_auth_connect(fd, ctx->secret, TCP_AUTH_LABEL, hello, sizeof hello, deadline, what);
+    if (res != loomSuccess) {
+      close(fd);
+      return res;
+    }
+    c->socks[s].fd = fd;
+  }
+  return loomSuccess;
+}
+
+/* The lower rank of each pair connects, the higher accepts, each socket
+ * proving the secret both ways (bootstrap/auth.h).  A rank first connects
+ * upward, then accepts: the waits all point to higher ranks, and the
+ * highest only accepts, so they end from the top down.  Each connecting
+ * rank has one socket in its handshake at a time, so a socket accepted is
+ * one whose owner is waiting on exactly it.  (Handshakes of different
+ * pairs do not overlap: init over tcp costs one round trip per socket in
+ * sequence; lazy connection, issue 22, will change the shape anyway.) */
 static loomResult_t tcp_connect(void *vctx, int npeers, const int *peers,
                                 const void *addrs, uint64_t deadline, void **conns) {
   struct tcp_ctx *ctx = vctx;
-  loomResult_t res = loomSuccess;
   for (int i = 0; i < npeers; i++) {
     int p = peers[i];
     if (ctx->conns[p] != NULL)
@@ -146,47 +185,19 @@ static loomResult_t tcp_connect(void *vctx, int npeers, const int *peers,
     if ((ctx->conns[p] = new_conn(ctx, p)) == NULL)
       return loom_error(loomSystemError, LOOM_LOG_NET, "out of memory");
     ctx->open[ctx->nopen++] = ctx->conns[p];
-    /* The lower rank connects, the higher accepts. */
-  }
-  /* Lower rank connects: the kernel's accept queue holds our connections
-   * until the peer accepts, so connecting first cannot deadlock. */
-  for (int i = 0; i < npeers; i++) {
-    int p = peers[i];
-    struct tcp_conn *c = ctx->conns[p];
-    if (p < ctx->rank || conn_complete(c))
-      continue;
-    union loom_sockaddr peer_addr;
-    loom_sockaddr_decode((const uint8_t *)addrs + (size_t)p * TCP_ADDR_BYTES, &peer_addr);
-    char what[64];
-    snprintf(what, sizeof what, "rank %d (tcp)", p);
-    for (int s = 0; s < ctx->nsocks; s++) {
-      LOOM_CHECK(loom_socket_connect(&peer_addr, deadline, 0, what, &c->socks[s].fd));
-      uint8_t hello[TCP_HELLO_BYTES];
-      loom_put_u32(hello, (uint32_t)ctx->rank);
-      loom_put_u32(hello + 4, (uint32_t)s);
-      loom_put_u32(hello + 8, (uint32_t)ctx->nsocks);
-      /* Blocks until the peer accepts: ranks above this one accept only
-       * after their own connections upward, and the highest connects to
-       * none, so the waits end from the top down. */
-      LOOM_CHECK(loom_auth_connect(c->socks[s].fd, ctx->secret, TCP_AUTH_LABEL, hello,
-                                   sizeof hello, deadline, what));
-    }
-  }
-  for (;;) {
-    int missing = -1;
-    for (int i = 0; i < npeers && missing < 0; i++)
-      if (!conn_complete(ctx->conns[peers[i]]))
-        missing = peers[i];
-    if (missing < 0)
-      break;
-    char expecting[64];
-    snprintf(expecting, sizeof expecting, "rank %d (tcp connection)", missing);
-    LOOM_CHECK_GOTO(accept_one(ctx, expecting, deadline), res, out);
   }
   for (int i = 0; i < npeers; i++)
+    if (peers[i] > ctx->rank && !conn_complete(ctx->conns[peers[i]]))
+      LOOM_CHECK(connect_up(ctx, ctx->conns[peers[i]], addrs, deadline));
+  for (int i = 0; i < npeers; i++)
+    while (!conn_complete(ctx->conns[peers[i]])) {
+      char what[64];
+      snprintf(what, sizeof what, "rank %d (tcp connection)", peers[i]);
+      LOOM_CHECK(accept_one(ctx, what, deadline));
+    }
+  for (int i = 0; i < npeers; i++)
     conns[i] = ctx->conns[peers[i]];
-out:
-  return res;
+  return loomSuccess;
 }
 
 static loomResult_t tcp_isend(void *conn, struct loom_xfer *x) {

@@ -1,11 +1,15 @@
 /*
  * loom-info — prints Loom's version, what was built in, and every LOOM_*
- * variable with its current value, default and meaning.
+ * variable with its current value, default and meaning, and the transport
+ * modules: which were built and where Loom looks for them (none is loaded
+ * here).
  */
 #include "config.h"
 #include "core/config.h"
 #include "loom.h"
+#include "module_loader.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,6 +17,25 @@ static void usage(FILE *out) {
   fprintf(out, "usage: loom-info [--vars-only] [-h]\n"
                "Prints the library version, the features built in and every LOOM_*\n"
                "environment variable with its value (\"*\" marks those set).\n");
+}
+
+/* The modules, each with the file Loom would load, without loading it. */
+static void print_modules(void) {
+  const char *source;
+  const char *dirs = loom_module_search_path(&source);
+  printf("transport modules (loaded only when chosen), searched in %s (%s):\n", dirs, source);
+  for (int i = 0; loom_module_at(i) != NULL; i++) {
+    const struct loom_module_info *m = loom_module_at(i);
+    char path[PATH_MAX];
+    if (!m->built)
+      printf("  %-4s %-20s not built (configure found no %s)\n", m->name, m->file, m->library);
+    else if (loom_module_locate(m, path, sizeof path) == 0)
+      printf("  %-4s %-20s %s (needs %s)\n", m->name, m->file, path, m->library);
+    else
+      printf("  %-4s %-20s built, but not found there (needs %s)\n", m->name, m->file,
+             m->library);
+  }
+  printf("\n");
 }
 
 int main(int argc, char **argv) {
@@ -35,6 +58,7 @@ int main(int argc, char **argv) {
            (version / 100) % 100, version % 100, version, LOOM_VERSION_CODE);
     printf("built in: %s\n", LOOM_FEATURES);
     printf("configure found: %s\n\n", LOOM_DETECTED);
+    print_modules();
     printf("Environment variables (* = set in this environment):\n");
   }
   const struct loom_param_info *table = loom_param_table();

@@ -3,23 +3,24 @@
  */
 #include "config.h"
 #include "select.h"
+#include "module_loader.h"
 #include "core/config.h"
 #include "core/error.h"
-
-#ifdef LOOM_HAVE_FABRIC
-#include "ofi/ofi.h"
-#endif
 
 #include <stdio.h>
 #include <string.h>
 
-/* The ibverbs transport (transports/ibverbs/: loom_transport_ib and
- * loom_ib_available, declared in transport.h) is built when configure
- * finds libibverbs and librdmacm (LOOM_HAVE_VERBS). */
+/* The ib and ofi modules are built when configure finds libibverbs with
+ * librdmacm (LOOM_HAVE_VERBS) and libfabric (LOOM_HAVE_FABRIC). */
 #ifdef LOOM_HAVE_VERBS
 #define SELECT_HAVE_IB 1
 #else
 #define SELECT_HAVE_IB 0
+#endif
+#ifdef LOOM_HAVE_FABRIC
+#define SELECT_HAVE_OFI 1
+#else
+#define SELECT_HAVE_OFI 0
 #endif
 
 static void set_name(struct loom_net_choice *c, enum loom_net_kind kind, const char *name) {
@@ -38,6 +39,10 @@ static loomResult_t forced(const char *net, const struct loom_net_facts *f,
                "libfabric; install libfabric-dev and rebuild, or unset LOOM_NET)");
       return loomInvalidArgument;
     }
+    if (f->ofi_load_error != NULL) {
+      snprintf(err, errlen, "LOOM_NET=ofi: %s, or unset LOOM_NET", f->ofi_load_error);
+      return loomSystemError;
+    }
     set_name(out, LOOM_NET_OFI, "ofi");
   } else if (strcmp(net, "ib") == 0) {
     if (!f->ib_built) {
@@ -46,6 +51,10 @@ static loomResult_t forced(const char *net, const struct loom_net_facts *f,
                "LOOM_NET or use tcp or ofi",
                f->ib_missing ? f->ib_missing : "not in this build");
       return loomInvalidArgument;
+    }
+    if (f->ib_load_error != NULL) {
+      snprintf(err, errlen, "LOOM_NET=ib: %s, or unset LOOM_NET", f->ib_load_error);
+      return loomSystemError;
     }
     if (!f->ib_available) {
       snprintf(err, errlen, "LOOM_NET=ib, but the ibverbs transport cannot run here: %s; unset "
@@ -107,35 +116,88 @@ loomResult_t loom_net_decide(const char *net, const char *plugin, const struct l
   return loomSuccess;
 }
 
+/* Texts the facts point to. */
+struct probe {
+  char ib_why[512], ofi_why[512], ib_err[768], ofi_err[768];
+};
+
+/* Loads the ib module and asks it whether a usable RDMA port exists. */
+static void probe_ib(struct loom_net_facts *f, struct probe *p) {
+  const struct loom_transport_module *m;
+  if (loom_module_get("ib", &m, p->ib_err, sizeof p->ib_err) != 0) {
+    f->ib_load_error = p->ib_err;
+    f->ib_why = p->ib_err;
+    return;
+  }
+  f->ib_available = m->available(p->ib_why, sizeof p->ib_why);
+  f->ib_why = p->ib_why;
+}
+
+/* Loads the ofi module; for the default, also asks it whether libfabric's
+ * provider is a fabric. */
+static void probe_ofi(struct loom_net_facts *f, struct probe *p, int ask) {
+  const struct loom_transport_module *m;
+  if (loom_module_get("ofi", &m, p->ofi_err, sizeof p->ofi_err) != 0) {
+    f->ofi_load_error = p->ofi_err;
+    f->ofi_why = p->ofi_err;
+    return;
+  }
+  if (ask) {
+    f->ofi_fabric = m->available(p->ofi_why, sizeof p->ofi_why);
+    f->ofi_why = p->ofi_why;
+  }
+}
+
+/* The default: a module is loaded only where the kernel shows the
+ * hardware it drives; elsewhere neither libibverbs nor libfabric is. */
+static void probe_default(struct loom_net_facts *f, struct probe *p) {
+  char seen[128] = "";
+  if (f->ib_built && loom_rdma_device_visible(seen, sizeof seen))
+    probe_ib(f, p);
+  else if (f->ib_built)
+    f->ib_why = "no RDMA device (nothing in /sys/class/infiniband)";
+  if (!f->ib_available && f->ofi_built) {
+    if (loom_fabric_device_visible(seen, sizeof seen))
+      probe_ofi(f, p, 1);
+    else
+      f->ofi_why = "no fabric device for libfabric (none in /sys/class/infiniband, "
+                   "/sys/class/cxi, /dev/cxi*, /dev/hfi1_*)";
+  }
+  /* A module that does not load leaves the default on tcp, loudly. */
+  const char *failed = f->ib_load_error ? f->ib_load_error : f->ofi_load_error;
+  if (failed != NULL)
+    LOOM_WARN(LOOM_LOG_NET, "%s found, but %s; using tcp between nodes", seen, failed);
+}
+
 loomResult_t loom_net_select(struct loom_net_choice *out) {
   const char *net = loom_param_str(LOOM_PARAM_NET);
   const char *plugin = loom_param_str(LOOM_PARAM_NET_PLUGIN);
-  int is_default = (net == NULL || *net == '\0') && (plugin == NULL || *plugin == '\0');
-  struct loom_net_facts f = {0};
-  (void)is_default; /* unused when neither verbs nor libfabric is built */
-  f.ib_built = SELECT_HAVE_IB;
-#if SELECT_HAVE_IB
-  char ib_why[256] = "";
-  if (is_default || (net != NULL && strcmp(net, "ib") == 0)) {
-    f.ib_available = loom_ib_available(ib_why, sizeof ib_why);
-    f.ib_why = ib_why;
-  }
-#else
-  f.ib_missing = "configure found no libibverbs with librdmacm; Debian: libibverbs-dev "
-                 "librdmacm-dev";
-#endif
-#ifdef LOOM_HAVE_FABRIC
-  f.ofi_built = 1;
-  char ofi_why[256] = "";
-  if (is_default && !f.ib_available) {
-    f.ofi_fabric = loom_ofi_default_ok(ofi_why, sizeof ofi_why);
-    f.ofi_why = ofi_why;
-  }
-#endif
-  char err[512];
+  int has_net = net != NULL && *net != '\0', has_plugin = plugin != NULL && *plugin != '\0';
+  struct loom_net_facts f = {.ib_built = SELECT_HAVE_IB, .ofi_built = SELECT_HAVE_OFI};
+  struct probe p = {.ib_why = ""};
+  if (!f.ib_built)
+    f.ib_missing = "configure found no libibverbs with librdmacm; Debian: libibverbs-dev "
+                   "librdmacm-dev";
+  if (!has_net && !has_plugin)
+    probe_default(&f, &p);
+  else if (has_net && !has_plugin && f.ib_built && strcmp(net, "ib") == 0)
+    probe_ib(&f, &p);
+  else if (has_net && !has_plugin && f.ofi_built && strcmp(net, "ofi") == 0)
+    probe_ofi(&f, &p, 0);
+  char err[1024];
   loomResult_t res = loom_net_decide(net, plugin, &f, out, err, sizeof err);
   if (res != loomSuccess)
     return loom_error(res, LOOM_LOG_NET, "%s", err);
+  return loomSuccess;
+}
+
+/* The transport inside a module that loom_net_select loaded. */
+static loomResult_t module_transport(const char *name, const struct loom_transport **out) {
+  const struct loom_transport_module *m;
+  char err[768];
+  if (loom_module_get(name, &m, err, sizeof err) != 0)
+    return loom_error(loomSystemError, LOOM_LOG_NET, "LOOM_NET=%s: %s", name, err);
+  *out = m->transport;
   return loomSuccess;
 }
 
@@ -146,19 +208,9 @@ loomResult_t loom_net_transport(const struct loom_net_choice *c,
     *out = &loom_transport_tcp;
     return loomSuccess;
   case LOOM_NET_OFI:
-#ifdef LOOM_HAVE_FABRIC
-    *out = &loom_transport_ofi;
-    return loomSuccess;
-#else
-    break;
-#endif
+    return module_transport("ofi", out);
   case LOOM_NET_IB:
-#if SELECT_HAVE_IB
-    *out = &loom_transport_ib;
-    return loomSuccess;
-#else
-    break;
-#endif
+    return module_transport("ib", out);
   case LOOM_NET_PLUGIN:
     return loom_net_plugin_load(c->plugin, out);
   }

@@ -13,15 +13,20 @@
 
 enum loom_net_kind { LOOM_NET_TCP, LOOM_NET_OFI, LOOM_NET_IB, LOOM_NET_PLUGIN };
 
-/* What the build and the machine offer. */
+/* What the build and the machine offer.  ofi and ib live in modules
+ * (libloom-net-ofi.so, libloom-net-ib.so: module_loader.h), loaded only to
+ * answer these questions when their transport is forced or, by default,
+ * when the kernel shows RDMA or fabric hardware. */
 struct loom_net_facts {
   int ofi_built;
   int ofi_fabric; /* libfabric's provider (LOOM_OFI_PROVIDER or best) is a fabric */
   const char *ofi_why;
+  const char *ofi_load_error; /* the module was needed but did not load: why */
   int ib_built;
   const char *ib_missing; /* why not built, when not */
   int ib_available; /* an RDMA device exists */
   const char *ib_why; /* what loom_ib_available found, either way */
+  const char *ib_load_error; /* the module was needed but did not load: why */
 };
 
 #define LOOM_NET_NAME_BYTES 40
@@ -42,16 +47,26 @@ struct loom_net_choice {
 loomResult_t loom_net_decide(const char *net, const char *plugin, const struct loom_net_facts *f,
                              struct loom_net_choice *out, char *err, size_t errlen);
 
-/* Reads the environment, probes what the decision needs (ib, then
- * libfabric, only when neither variable is set) and decides; an error is
- * reported (loom_error) and returned. */
+/* Reads the environment, probes what the decision needs and decides; an
+ * error is reported (loom_error) and returned.  LOOM_NET=ib or ofi loads
+ * that module; unset, the ib module is loaded only when the kernel shows
+ * an RDMA device and the ofi module only when it shows fabric hardware
+ * (devices.c), so a plain host loads neither. */
 loomResult_t loom_net_select(struct loom_net_choice *out);
 
-/* The transport for a choice: built in, or loaded (net_plugin.c). */
+/* The transport for a choice: built in, from its module, or a plugin
+ * (net_plugin.c). */
 loomResult_t loom_net_transport(const struct loom_net_choice *c, const struct loom_transport **out);
 
 /* net_plugin.c: loads libloom-net-NAME.so once per process (it stays
  * loaded) and checks its vtable. */
 loomResult_t loom_net_plugin_load(const char *name, const struct loom_transport **out);
+
+/* devices.c: whether the kernel shows an RDMA device (/sys/class/infiniband)
+ * or, for libfabric, any fabric hardware (that, /sys/class/cxi, /dev/cxi*,
+ * /dev/hfi1_*); 1 with what was seen in `what`, else 0.  No library is
+ * loaded to answer. */
+int loom_rdma_device_visible(char *what, size_t len);
+int loom_fabric_device_visible(char *what, size_t len);
 
 #endif

@@ -22,7 +22,12 @@
 
 extern const struct loom_transport loom_transport_tcp;
 extern const struct loom_transport loom_transport_shm;
-/* Built with libfabric only (LOOM_HAVE_FABRIC). */
+/* The next two live in the transport modules, not in libloom (which links
+ * neither libfabric nor libibverbs): libloom-net-ofi.so and
+ * libloom-net-ib.so export them through common/module.h and
+ * module_loader.c loads them when chosen; unit tests link their code
+ * directly.  libfabric's transport, built with libfabric only
+ * (LOOM_HAVE_FABRIC). */
 extern const struct loom_transport loom_transport_ofi;
 #ifdef LOOM_HAVE_VERBS /* config.h: libibverbs and librdmacm found */
 /* transports/ibverbs/: RC queue pairs set up through rdma_cm. */

@@ -143,6 +143,12 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          "load the transport between nodes from libloom-net-NAME.so (the dlopen "
          "search path, then Loom's pkglibdir); it must export loom_net_plugin_v<N> "
          "for this Loom's transport API version (docs/transports.md)"},
+    [LOOM_PARAM_MODULE_PATH] =
+        {"LOOM_MODULE_PATH", LOOM_PARAM_T_STRING, NULL, 0, 0,
+         "directories (':'-separated) holding Loom's transport modules "
+         "libloom-net-ofi.so and libloom-net-ib.so, searched instead of Loom's pkglibdir "
+         "(make check points it at the build tree); a module is loaded only when its "
+         "transport is chosen (loom-info lists them)"},
     [LOOM_PARAM_OFI_PROVIDER] =
         {"LOOM_OFI_PROVIDER", LOOM_PARAM_T_STRING, NULL, 0, 0,
          "libfabric providers the ofi transport may use, in order of preference, "

@@ -1,7 +1,9 @@
 /*
  * discover.c — this node's hardware: CPUs, NUMA, caches and memory (hwloc,
  * else sysconf and /sys), IP interfaces (getifaddrs + /sys/class/net),
- * RDMA devices (libibverbs) and, on request, libfabric providers.
+ * RDMA devices (sysfs: /sys/class/infiniband).  No RDMA library is loaded
+ * here; libfabric's providers are listed by the ofi transport module, for
+ * loom-topo (transports/module_loader.h).
  *
  * Discovery never fails for a missing piece: what cannot be found stays 0
  * (a NIC's numa -1), because a container without /sys or a build without
@@ -28,12 +30,6 @@
 #if HWLOC_API_VERSION < 0x00020000
 #undef LOOM_HAVE_HWLOC /* 1.x lacks total_memory and typed caches: use /sys */
 #endif
-#endif
-#ifdef LOOM_HAVE_VERBS
-#include <infiniband/verbs.h>
-#endif
-#ifdef LOOM_HAVE_FABRIC
-#include <rdma/fabric.h>
 #endif
 
 /* Copies src into a fixed field, always NUL-terminated, cut to fit. */
@@ -77,7 +73,8 @@ static int32_t clamp32(long long v) {
 static int32_t sysfs_numa(const char *dir, const char *name) {
   char path[256];
   long long v;
-  snprintf(path, sizeof path, "%s/%s/device/numa_node", dir, name);
+  if (snprintf(path, sizeof path, "%s/%s/device/numa_node", dir, name) >= (int)sizeof path)
+    return -1;
   return read_long(path, &v) == 0 && v >= 0 ? clamp32(v) : -1;
 }
 
@@ -377,127 +374,87 @@ static void nics_ip(struct loom_topo_hw *hw) {
   }
 }
 
-#ifdef LOOM_HAVE_VERBS
-/* Per-lane Mb/s of ibv_port_attr.active_speed (the IB spec's encoding). */
-static int32_t ib_lane_mbps(unsigned speed) {
-  switch (speed) {
-  case 1: return 2500;   /* SDR */
-  case 2: return 5000;   /* DDR */
-  case 4: return 10000;  /* QDR */
-  case 8: return 10000;  /* FDR10 (10.3125) */
-  case 16: return 14000; /* FDR */
-  case 32: return 25000; /* EDR */
-  case 64: return 50000; /* HDR */
-  case 128: return 100000; /* NDR */
-  default: return 0;
-  }
+/* RDMA devices as the kernel lists them, without libibverbs:
+ * ROOT/<dev>/ports/<n>/{state,rate,gids/0} and ROOT/<dev>/device/numa_node. */
+
+/* "100 Gb/sec (4X EDR)" -> 100000; 0 when unknown. */
+static int32_t rdma_rate_mbps(const char *text) {
+  char *end;
+  double v = strtod(text, &end);
+  if (end == text || v <= 0)
+    return 0;
+  while (*end == ' ')
+    end++;
+  double mbps = strncmp(end, "Gb/sec", 6) == 0 ? v * 1000 : strncmp(end, "Mb/sec", 6) == 0 ? v : 0;
+  return mbps > INT32_MAX ? INT32_MAX : (int32_t)mbps;
 }
 
-static int32_t ib_width(unsigned width) {
-  switch (width) {
-  case 1: return 1;
-  case 2: return 4;
-  case 4: return 8;
-  case 8: return 12;
-  case 16: return 2;
-  default: return 0;
-  }
+static int port_active(const char *portdir) {
+  char path[512], state[64];
+  return snprintf(path, sizeof path, "%s/state", portdir) < (int)sizeof path &&
+         read_line(path, state, sizeof state) == 0 && strstr(state, "ACTIVE") != NULL;
 }
 
-/* Speed and GID 0 of the device's first active port (else port 1). */
-static void describe_verbs_device(struct ibv_device *dev, struct loom_topo_nic *nic) {
-  struct ibv_context *ctx = ibv_open_device(dev);
-  if (ctx == NULL)
+/* The device's first active port, else its lowest-numbered one; 0 if none. */
+static long rdma_pick_port(const char *devdir) {
+  char ports[384];
+  DIR *d = snprintf(ports, sizeof ports, "%s/ports", devdir) < (int)sizeof ports
+               ? opendir(ports)
+               : NULL;
+  if (d == NULL)
+    return 0;
+  long lowest = 0, active = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    char *end;
+    long n = strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || n <= 0)
+      continue;
+    char portdir[512];
+    if (snprintf(portdir, sizeof portdir, "%s/%ld", ports, n) >= (int)sizeof portdir)
+      continue;
+    if (lowest == 0 || n < lowest)
+      lowest = n;
+    if (port_active(portdir) && (active == 0 || n < active))
+      active = n;
+  }
+  closedir(d);
+  return active ? active : lowest;
+}
+
+/* Speed and GID 0 of the chosen port. */
+static void describe_rdma_device(const char *devdir, struct loom_topo_nic *nic) {
+  long port = rdma_pick_port(devdir);
+  if (port == 0)
     return;
-  struct ibv_device_attr attr;
-  if (ibv_query_device(ctx, &attr) == 0 && attr.phys_port_cnt > 0) {
-    uint8_t port = 1;
-    struct ibv_port_attr pa;
-    for (uint8_t p = 1; p <= attr.phys_port_cnt; p++) {
-      if (ibv_query_port(ctx, p, &pa) == 0 && pa.state == IBV_PORT_ACTIVE) {
-        port = p;
-        break;
-      }
-    }
-    if (ibv_query_port(ctx, port, &pa) == 0)
-      nic->speed_mbps = ib_lane_mbps(pa.active_speed) * ib_width(pa.active_width);
-    union ibv_gid gid;
-    if (ibv_query_gid(ctx, port, 0, &gid) == 0) {
-      char *o = nic->addr;
-      for (int i = 0; i < 16; i += 2)
-        o += sprintf(o, "%s%02x%02x", i ? ":" : "", gid.raw[i], gid.raw[i + 1]);
-    }
-  }
-  ibv_close_device(ctx);
+  char path[512], text[128];
+  if (snprintf(path, sizeof path, "%s/ports/%ld/rate", devdir, port) < (int)sizeof path &&
+      read_line(path, text, sizeof text) == 0)
+    nic->speed_mbps = rdma_rate_mbps(text);
+  if (snprintf(path, sizeof path, "%s/ports/%ld/gids/0", devdir, port) < (int)sizeof path &&
+      read_line(path, text, sizeof text) == 0)
+    copy_text(nic->addr, sizeof nic->addr, text);
 }
 
-static void nics_verbs(struct loom_topo_hw *hw) {
-  int n = 0;
-  struct ibv_device **list = ibv_get_device_list(&n);
-  if (list == NULL)
-    return; /* no driver or no device: nothing to list */
+static int visible_entry(const struct dirent *e) { return e->d_name[0] != '.'; }
+
+int loom_topo_list_rdma(struct loom_topo_hw *hw, const char *root) {
+  struct dirent **names = NULL;
+  int n = scandir(root, &names, visible_entry, alphasort), added = 0;
   for (int i = 0; i < n; i++) {
-    const char *name = ibv_get_device_name(list[i]);
-    struct loom_topo_nic *nic = add_nic(hw, name ? name : "?", "ibverbs");
-    if (nic == NULL)
-      break;
-    if (name != NULL)
-      nic->numa = sysfs_numa("/sys/class/infiniband", name);
-    describe_verbs_device(list[i], nic);
-  }
-  ibv_free_device_list(list);
-}
-#endif
-
-#ifdef LOOM_HAVE_FABRIC
-/* Appends ",name" to a field unless already there or out of room. */
-static void append_distinct(char *field, size_t cap, const char *name) {
-  size_t len = strlen(field), n = strlen(name);
-  for (const char *p = field; *p;) {
-    size_t k = strcspn(p, ",");
-    if (k == n && strncmp(p, name, n) == 0)
-      return;
-    p += k + (p[k] == ',');
-  }
-  if (len + (len > 0) + n + 1 > cap)
-    return;
-  if (len > 0)
-    field[len++] = ',';
-  memcpy(field + len, name, n + 1);
-}
-
-/* One entry per provider (its domains, e.g. "eth0,lo", as the address). */
-static void nics_ofi(struct loom_topo_hw *hw) {
-  struct fi_info *hints = fi_allocinfo(), *info = NULL;
-  if (hints == NULL)
-    return;
-  hints->ep_attr->type = FI_EP_RDM;
-  if (fi_getinfo(FI_VERSION(FI_MAJOR_VERSION, FI_MINOR_VERSION), NULL, NULL, 0, hints,
-                 &info) != 0)
-    info = NULL;
-  int first = hw->nnics;
-  for (struct fi_info *i = info; i != NULL; i = i->next) {
-    const char *prov = i->fabric_attr && i->fabric_attr->prov_name ? i->fabric_attr->prov_name
-                                                                    : "?";
-    struct loom_topo_nic *nic = NULL;
-    for (int k = first; k < hw->nnics && nic == NULL; k++)
-      if (strncmp(hw->nics[k].name, prov, sizeof hw->nics[k].name - 1) == 0)
-        nic = &hw->nics[k];
-    if (nic == NULL && (nic = add_nic(hw, prov, "ofi")) == NULL)
-      break;
-    if (i->domain_attr && i->domain_attr->name)
-      append_distinct(nic->addr, sizeof nic->addr, i->domain_attr->name);
-    if (i->nic && i->nic->link_attr) {
-      long long mbps = (long long)(i->nic->link_attr->speed / 1000000u);
-      if (mbps > nic->speed_mbps)
-        nic->speed_mbps = clamp32(mbps);
+    struct loom_topo_nic *nic = add_nic(hw, names[i]->d_name, "ibverbs");
+    if (nic != NULL) {
+      char devdir[384];
+      nic->numa = sysfs_numa(root, names[i]->d_name);
+      if (snprintf(devdir, sizeof devdir, "%s/%s", root, names[i]->d_name) < (int)sizeof devdir)
+        describe_rdma_device(devdir, nic);
+      added++;
     }
+    free(names[i]);
   }
-  if (info != NULL)
-    fi_freeinfo(info);
-  fi_freeinfo(hints);
+  free(names);
+  return added;
 }
-#endif
 
 /* ---- the record ------------------------------------------------------------ */
 
@@ -524,8 +481,7 @@ static void cpu_cached(struct loom_topo_hw *hw) {
   hw->memory_bytes = cpu_once.memory_bytes;
 }
 
-int loom_topo_discover_ex(struct loom_topo_hw *hw, const char *hostid, unsigned flags,
-                          char *err, size_t errlen) {
+int loom_topo_discover(struct loom_topo_hw *hw, const char *hostid, char *err, size_t errlen) {
   if (err != NULL && errlen > 0)
     err[0] = '\0';
   if (hw == NULL) {
@@ -541,18 +497,8 @@ int loom_topo_discover_ex(struct loom_topo_hw *hw, const char *hostid, unsigned 
   gethostname(hw->hostname, sizeof hw->hostname - 1);
   cpu_cached(hw);
   nics_ip(hw);
-#ifdef LOOM_HAVE_VERBS
-  nics_verbs(hw);
-#endif
-#ifdef LOOM_HAVE_FABRIC
-  if (flags & LOOM_TOPO_DISCOVER_OFI)
-    nics_ofi(hw);
-#endif
+  loom_topo_list_rdma(hw, "/sys/class/infiniband");
   return 0;
-}
-
-int loom_topo_discover(struct loom_topo_hw *hw, const char *hostid, char *err, size_t errlen) {
-  return loom_topo_discover_ex(hw, hostid, 0, err, errlen);
 }
 
 /* Terminates a field and zeroes what follows the text, so that equal

@@ -91,25 +91,25 @@ void loom_topo_free(struct loom_topo *t);
 
 /* ---- discover.c ---- */
 
-/* What loom_topo_discover_ex looks for beyond the default. */
-enum {
-  /* libfabric providers (kind "ofi"): fi_getinfo loads every provider and
-   * took 120-340 ms here, so init leaves it out and loom-topo asks for it. */
-  LOOM_TOPO_DISCOVER_OFI = 1 << 0,
-};
-
 /* Fills *hw with this node's hardware: hostid (NULL = this machine's
  * default identity, as loom_topo_local_hostid), hostname, cores, PUs, NUMA
  * nodes, sockets, the largest last-level cache and memory (hwloc when built
  * with it, else sysconf and /sys), then the NICs: IP interfaces that are up
- * (getifaddrs; loopback only when nothing else is up), RDMA devices
- * (libibverbs), and with LOOM_TOPO_DISCOVER_OFI libfabric providers; at most
- * LOOM_TOPO_MAX_NICS.  A piece that cannot be found stays 0 (NIC numa -1);
- * nothing of that is an error.  Returns 0; -1 only for a NULL hw (err says
- * so).  Takes a few milliseconds without OFI. */
+ * (getifaddrs; loopback only when nothing else is up) and RDMA devices
+ * (sysfs, loom_topo_list_rdma); at most LOOM_TOPO_MAX_NICS.  No RDMA or
+ * fabric library is loaded: libfabric's providers (kind "ofi") are listed
+ * by the ofi transport module, for loom-topo only
+ * (loom_module_list_devices in transports/module_loader.h).  A piece that
+ * cannot be found stays 0 (NIC numa -1); nothing of that is an error.
+ * Returns 0; -1 only for a NULL hw (err says so).  Takes a few
+ * milliseconds. */
 int loom_topo_discover(struct loom_topo_hw *hw, const char *hostid, char *err, size_t errlen);
-int loom_topo_discover_ex(struct loom_topo_hw *hw, const char *hostid, unsigned flags,
-                          char *err, size_t errlen);
+/* Appends the RDMA devices under root (/sys/class/infiniband; another
+ * directory in tests), kind "ibverbs", sorted by name: each one's first
+ * active port (else its lowest) gives the speed (ports/N/rate, "100 Gb/sec
+ * (4X EDR)") and the address (ports/N/gids/0); device/numa_node the NUMA
+ * node.  Returns how many were added. */
+int loom_topo_list_rdma(struct loom_topo_hw *hw, const char *root);
 /* This machine's default node identity, the one the bootstrap uses:
  * "hostname/boot_id" (hostname cut to 26 bytes), or LOOM_HOSTID when set. */
 void loom_topo_local_hostid(char *out, size_t len);

@@ -404,6 +404,32 @@ START_TEST(select_forced) {
 }
 END_TEST
 
+/* Built, but the module (or the library it links) does not load here. */
+START_TEST(select_module_missing) {
+  struct loom_net_choice c;
+  char err[512];
+  struct loom_net_facts f = {
+      .ofi_built = 1,
+      .ofi_load_error = "cannot load libloom-net-ofi.so (libfabric.so.1: cannot open shared "
+                        "object file): install libfabric1 (Debian, Ubuntu)",
+      .ib_built = 1,
+      .ib_load_error = "cannot load libloom-net-ib.so: it is in none of /x",
+      .ib_why = "cannot load libloom-net-ib.so: it is in none of /x"};
+  ck_assert_int_eq(decide("ofi", NULL, f, &c, err), loomSystemError);
+  ck_assert_str_eq(err, "LOOM_NET=ofi: cannot load libloom-net-ofi.so (libfabric.so.1: cannot "
+                        "open shared object file): install libfabric1 (Debian, Ubuntu), or "
+                        "unset LOOM_NET");
+  ck_assert_int_eq(decide("ib", NULL, f, &c, err), loomSystemError);
+  ck_assert_str_eq(err, "LOOM_NET=ib: cannot load libloom-net-ib.so: it is in none of /x, or "
+                        "unset LOOM_NET");
+  ck_assert_int_eq(decide("tcp", NULL, f, &c, err), loomSuccess);
+  /* The default does not fail: it stays on tcp and says why. */
+  ck_assert_int_eq(decide(NULL, NULL, f, &c, err), loomSuccess);
+  ck_assert_int_eq(c.kind, LOOM_NET_TCP);
+  EXPECT(strstr(c.why, "cannot load libloom-net-ib.so") != NULL, "why: %s", c.why);
+}
+END_TEST
+
 START_TEST(plugin_names_and_missing) {
   setenv("LOOM_DEBUG", "NONE", 1);
   loom_config_reload();
@@ -657,6 +683,7 @@ static Suite *ofi_suite(void) {
   tc = tcase_create("selection");
   tcase_add_test(tc, select_default);
   tcase_add_test(tc, select_forced);
+  tcase_add_test(tc, select_module_missing);
   tcase_add_test(tc, plugin_names_and_missing);
   suite_add_tcase(s, tc);
 

@@ -1,9 +1,9 @@
 /*
  * check_topo.c — unit tests of src/topo: grouping ranks into nodes
  * (group.c) on odd shapes, the JSON dump and its strict reader (json.c),
- * this machine's discovery (discover.c) and the init-time exchange with a
- * fake allgather (exchange.c), including LOOM_TOPO_FILE and
- * LOOM_TOPO_DUMP_FILE.
+ * this machine's discovery (discover.c; RDMA devices also from a fake
+ * sysfs tree) and the init-time exchange with a fake allgather
+ * (exchange.c), including LOOM_TOPO_FILE and LOOM_TOPO_DUMP_FILE.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L /* setenv, mkdtemp, open_memstream */
@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* ---- grouping ------------------------------------------------------------------- */
@@ -553,6 +554,63 @@ START_TEST(discover_this_node) {
 }
 END_TEST
 
+/* Writes text to root/rel, making the directories on the way. */
+static void put_file(const char *root, const char *rel, const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/%s", root, rel);
+  for (char *slash = strchr(path + strlen(root) + 1, '/'); slash; slash = strchr(slash + 1, '/')) {
+    *slash = '\0';
+    mkdir(path, 0700);
+    *slash = '/';
+  }
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fprintf(f, "%s\n", text);
+  fclose(f);
+}
+
+/* RDMA devices from a sysfs-shaped tree (as /sys/class/infiniband): sorted
+ * by name, the first active port's rate and GID 0 (else the lowest port's),
+ * the NUMA node, a device without ports, the NIC limit. */
+START_TEST(discover_rdma_from_sysfs) {
+  char root[] = "/tmp/check_topo_rdma.XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(root));
+  put_file(root, "mlx5_1/ports/1/state", "1: DOWN");
+  put_file(root, "mlx5_1/ports/1/rate", "10 Gb/sec (1X QDR)");
+  put_file(root, "mlx5_1/ports/1/gids/0", "fe80:0000:0000:0000:0000:0000:0000:0002");
+  put_file(root, "mlx5_1/ports/2/state", "4: ACTIVE");
+  put_file(root, "mlx5_1/ports/2/rate", "100 Gb/sec (4X EDR)");
+  put_file(root, "mlx5_1/ports/2/gids/0", "fe80:0000:0000:0000:0202:c9ff:fe00:0001");
+  put_file(root, "mlx5_1/device/numa_node", "1");
+  put_file(root, "mlx5_0/ports/1/state", "1: DOWN");
+  put_file(root, "mlx5_0/ports/1/rate", "2.5 Gb/sec (1X SDR)");
+  put_file(root, "rxe0/node_type", "1: CA");
+  struct loom_topo_hw hw;
+  memset(&hw, 0, sizeof hw);
+  ck_assert_int_eq(loom_topo_list_rdma(&hw, root), 3);
+  ck_assert_int_eq(hw.nnics, 3);
+  const struct loom_topo_nic *n = hw.nics;
+  ck_assert_str_eq(n[0].name, "mlx5_0");
+  ck_assert_str_eq(n[0].kind, "ibverbs");
+  ck_assert_int_eq(n[0].speed_mbps, 2500);
+  ck_assert_str_eq(n[0].addr, "");
+  ck_assert_int_eq(n[0].numa, -1);
+  ck_assert_str_eq(n[1].name, "mlx5_1");
+  ck_assert_int_eq(n[1].speed_mbps, 100000);
+  ck_assert_str_eq(n[1].addr, "fe80:0000:0000:0000:0202:c9ff:fe00:0001");
+  ck_assert_int_eq(n[1].numa, 1);
+  ck_assert_str_eq(n[2].name, "rxe0");
+  ck_assert_int_eq(n[2].speed_mbps, 0);
+  hw.nnics = LOOM_TOPO_MAX_NICS - 1; /* room for one more */
+  ck_assert_int_eq(loom_topo_list_rdma(&hw, root), 1);
+  ck_assert_int_eq(hw.nnics, LOOM_TOPO_MAX_NICS);
+  ck_assert_int_eq(loom_topo_list_rdma(&hw, "/nonexistent/infiniband"), 0);
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", root);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 START_TEST(local_hostid_override) {
   setenv("LOOM_HOSTID", "forced-node-7", 1);
   loom_config_reload();
@@ -726,6 +784,7 @@ int main(void) {
   suite_add_tcase(s, json);
   TCase *disc = tcase_create("discover");
   tcase_add_test(disc, discover_this_node);
+  tcase_add_test(disc, discover_rdma_from_sysfs);
   tcase_add_test(disc, local_hostid_override);
   tcase_add_test(disc, sanitize_foreign_record);
   suite_add_tcase(s, disc);

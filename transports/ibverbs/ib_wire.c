@@ -4,6 +4,7 @@
  */
 #include "ib_wire.h"
 #include "ib_bytes.h"
+#include "core/hmac.h"
 
 #include <string.h>
 
@@ -34,14 +35,14 @@ static uint32_t checksum(const uint8_t *p, size_t n) {
 }
 
 uint64_t ib_wire_secret_hash(const uint8_t *secret, size_t len) {
-  /* FNV-1a, 64 bits, after a domain tag so that the digest differs from
-   * any other use of the secret. */
-  static const char tag[] = "loom-ib-handshake";
-  uint64_t h = 14695981039346656037ull;
-  for (size_t i = 0; i < sizeof tag - 1; i++)
-    h = (h ^ (uint8_t)tag[i]) * 1099511628211ull;
-  for (size_t i = 0; i < len; i++)
-    h = (h ^ secret[i]) * 1099511628211ull;
+  /* HMAC-SHA256 under the secret of a label only this use has: one-way,
+   * and unlike any other value derived from the secret. */
+  const struct loom_bytes label = {"loom/ib-hello", 13};
+  uint8_t tag[LOOM_SHA256_BYTES];
+  loom_hmac_sha256(secret, len, &label, 1, tag);
+  uint64_t h = 0;
+  for (int i = 0; i < 8; i++)
+    h = h << 8 | tag[i];
   return h;
 }
 

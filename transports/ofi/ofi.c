@@ -6,6 +6,7 @@
  */
 #include "ofi/ofi_fabric.h"
 #include "core/error.h"
+#include "core/hmac.h"
 #include "core/timeutil.h"
 
 #include <errno.h>
@@ -69,7 +70,10 @@ static loomResult_t ofi_init(const struct loom_transport_comm *info, void **out,
   ctx->nranks = info->nranks;
   ctx->wait_fd = -1;
   ctx->ready_fd = -1;
-  memcpy(ctx->secret, info->secret, sizeof ctx->secret);
+  uint8_t token[LOOM_SHA256_BYTES];
+  const struct loom_bytes label = {"loom/ofi-hello", 14};
+  loom_hmac_sha256(info->secret, LOOM_NET_SECRET_BYTES, &label, 1, token);
+  memcpy(ctx->hello_token, token, sizeof ctx->hello_token);
   ctx->conns = calloc((size_t)info->nranks, sizeof *ctx->conns);
   if (ctx->conns == NULL) {
     free(ctx);

@@ -48,7 +48,9 @@ struct ofi_slab {
 
 struct ofi_ctx {
   int rank, nranks;
-  uint8_t secret[LOOM_NET_SECRET_BYTES];
+  /* HMAC-SHA256(secret, "loom/ofi-hello"), cut to 16 bytes: what a hello
+   * carries to show it belongs to this communicator (never the secret) */
+  uint8_t hello_token[16];
   char prov[OFI_PROV_NAME_BYTES];
   char domain_name[64];
   struct fi_info *info;

@@ -243,9 +243,9 @@ loomResult_t ofi_post_hello(struct ofi_conn *c, int is_send) {
   r->offset = r->len = 0;
   r->tag = ofi_tag_hello(is_send ? ctx->rank : c->peer);
   memset(r->hdr, 0, sizeof r->hdr);
-  if (is_send) { /* the secret rides in the fingerprint's place */
+  if (is_send) { /* a token of the secret rides in the fingerprint's place */
     struct ofi_hdr h = {OFI_HDR_MAGIC, 0, 0, {0, 0}};
-    memcpy(h.fp, ctx->secret, sizeof h.fp);
+    memcpy(h.fp, ctx->hello_token, sizeof h.fp);
     ofi_hdr_encode(r->hdr, &h);
   }
   return submit(r);
@@ -256,9 +256,9 @@ loomResult_t ofi_post_hello(struct ofi_conn *c, int is_send) {
 static loomResult_t check_hello(struct ofi_req *r) {
   struct ofi_ctx *ctx = r->conn->ctx;
   struct ofi_hdr h;
-  uint64_t secret[2];
-  memcpy(secret, ctx->secret, sizeof secret);
-  if (ofi_hdr_decode(r->hdr, &h) != 0 || h.fp[0] != secret[0] || h.fp[1] != secret[1]) {
+  uint64_t token[2];
+  memcpy(token, ctx->hello_token, sizeof token);
+  if (ofi_hdr_decode(r->hdr, &h) != 0 || h.fp[0] != token[0] || h.fp[1] != token[1]) {
     loom_error_record(loomInvalidUsage,
                       "rank %d: ofi: the hello from rank %d's address carried the wrong secret "
                       "(another job on the same fabric address?)",

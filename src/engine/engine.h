@@ -3,6 +3,12 @@
  * posts sends and receives in the order both sides agree on, reduces what
  * arrives, and waits (spin, then poll) with a deadline, an abort flag and
  * failure notices from the bootstrap ring.
+ *
+ * A collective is a task: posted (loom_engine_post), progressed by
+ * whoever polls (loom_engine_progress: one non-blocking turn), and driven
+ * to its end by loom_engine_wait, or by loom_engine_wait_all for the
+ * tasks of several communicators on one thread.  One task at a time per
+ * engine (a communicator's collectives run in order).
  */
 #ifndef LOOM_ENGINE_ENGINE_H
 #define LOOM_ENGINE_ENGINE_H
@@ -11,6 +17,9 @@
 #include "loom.h"
 #include "sched/schedule.h"
 #include "transport.h"
+
+struct loom_engine_task; /* engine_task.h */
+struct fifo_entry;
 
 struct loom_engine {
   int rank, nranks;
@@ -39,6 +48,8 @@ struct loom_engine {
    * message left over from that call is reported against it */
   uint64_t last_fp[2];
   size_t step_base_cap;
+  struct loom_engine_task *task; /* the collective in flight (done when none) */
+  struct fifo_entry *fifo;       /* its posted receives, in order */
 };
 
 /* What one collective call asks of the engine. */
@@ -55,7 +66,29 @@ struct loom_engine_op {
 };
 
 loomResult_t loom_engine_init(struct loom_engine *e);
-loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op *op);
 void loom_engine_fini(struct loom_engine *e);
+
+/* Starts op (the previous task must have ended).  op, its schedule and
+ * buffers must stay alive until the task ends.  Returns loomSuccess, or
+ * the error that ended it at once (reported). */
+loomResult_t loom_engine_post(struct loom_engine *e, const struct loom_engine_op *op);
+
+enum loom_engine_state {
+  LOOM_ENGINE_DONE,  /* the task has ended; *res says how */
+  LOOM_ENGINE_MOVED, /* data moved this turn */
+  LOOM_ENGINE_STILL, /* nothing could move without waiting */
+};
+/* One turn of progress, never blocking. */
+enum loom_engine_state loom_engine_progress(struct loom_engine *e, loomResult_t *res);
+
+/* Drives the posted task to its end on this thread; its result. */
+loomResult_t loom_engine_wait(struct loom_engine *e);
+/* Drives the posted tasks of n engines to their ends on this thread, all
+ * at once; each[i] (when not NULL) gets engine i's result.  Returns the
+ * first failure, or loomSuccess. */
+loomResult_t loom_engine_wait_all(struct loom_engine *const *es, int n, loomResult_t *each);
+
+/* post, then wait. */
+loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op *op);
 
 #endif

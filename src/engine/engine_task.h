@@ -1,0 +1,72 @@
+/*
+ * engine_task.h — inside the engine: one collective in flight (struct
+ * loom_engine_task), shared by the data path (engine.c), the waiting
+ * policy (engine_wait.c) and failure blame (blame.c).
+ */
+#ifndef LOOM_ENGINE_TASK_H
+#define LOOM_ENGINE_TASK_H
+
+#include "engine/engine.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define ENGINE_TEMP_SLOTS 4
+#define ENGINE_RECV_FIFO 64
+
+/* A posted receive, in posting order. */
+struct fifo_entry {
+  size_t id;
+  int step, k;
+};
+
+struct loom_engine_task {
+  struct loom_engine *e;
+  const struct loom_engine_op *op;
+  const struct loom_schedule *s;
+  size_t esize, slice_elems;
+  size_t nslots;       /* slots: (step, slice) pairs, step-major */
+  size_t *base;        /* per step: its first slot; base[nsteps] = nslots */
+  struct loom_xfer *sx, *rx;
+  unsigned char *recv_done;
+  size_t *send_list;   /* slot ids of posted sends, in order */
+  size_t sends_total, sends_posted, sends_checked;
+  size_t recvs_total, recvs_processed;
+  size_t next_send, next_recv; /* slot cursors */
+  int send_step, recv_step;    /* the steps of those slots */
+  struct fifo_entry *fifo;     /* ENGINE_RECV_FIFO entries, the engine's */
+  int fifo_head, fifo_count;
+  int reduce_inflight;
+  size_t reduce_posted;
+  size_t peek_off; /* bytes reduced so far of the front receive, read in place */
+  /* the schedule's local copy, done a slice at a time while waiting */
+  const char *copy_src;
+  char *copy_dst;
+  size_t copy_left;
+  /* The predecessor already sent data of a later bootstrap operation (it
+   * finished this collective and called loomCommFinalize): the notice
+   * socket stays readable, so stop polling it rather than spin. */
+  int notice_fd_busy;
+  /* waiting (engine_wait.c): still turns since data last moved, the clock
+   * at the first of them, the clock now, and whether the notice socket
+   * was readable at the last kernel wait */
+  unsigned idle_turns;
+  uint64_t last_progress, now;
+  int notice_ready;
+  int done;            /* ended; result says how */
+  loomResult_t result;
+};
+
+/* engine.c: the peer this rank is waiting on, for timeout messages (-1:
+ * none). */
+int loom_engine_waited_peer(const struct loom_engine_task *r);
+/* engine.c: ends the task with `result` (already reported). */
+void loom_engine_end(struct loom_engine_task *r, loomResult_t result);
+
+/* blame.c: ends the run with a failure blamed on nt.suspect, after
+ * listening to the ring for a better diagnosis, and tells the ring.
+ * Returns the error (logged once). */
+loomResult_t loom_engine_fail(struct loom_engine_task *r, struct loom_notice nt,
+                              const char *detail);
+
+#endif

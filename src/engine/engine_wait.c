@@ -1,0 +1,249 @@
+/*
+ * engine_wait.c — driving posted tasks to their end on the calling thread:
+ * progress while data moves; when nothing moves, spin for the first
+ * microseconds (a peer on another core answers within them), then yield,
+ * then sleep in the kernel on the transports' sockets, the failure-notice
+ * socket and the abort eventfd.  Each task keeps its own clock, so a
+ * timeout, an abort or a notice ends that task only.  One thread can drive
+ * the tasks of several communicators at once (loom_engine_wait_all).
+ */
+#include "engine/engine_task.h"
+#include "core/error.h"
+#include "core/timeutil.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ENGINE_MAX_POLL_FDS 256
+#define ENGINE_POLL_SLICE_MS 1000
+/* Sleeps between checks of a busy-wait transport (shared memory) grow
+ * from MIN to MAX microseconds, 1/8 of the time spent waiting so far. */
+#define ENGINE_BUSY_MIN_US 20
+#define ENGINE_BUSY_MAX_US 1000
+/* Within LOOM_SPIN_US, how long to poll before yielding at each turn. */
+#define ENGINE_PURE_SPIN_NS 3000u
+/* while purely spinning, read the clock every this many still turns */
+#define ENGINE_CLOCK_TURNS 16u
+
+enum idle_action { IDLE_SPIN, IDLE_YIELD, IDLE_SLEEP, IDLE_ENDED };
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  __asm__ __volatile__("yield");
+#endif
+}
+
+/* The abort flag, a notice from upstream, or the timeout. */
+static int idle_ends(struct loom_engine_task *r) {
+  struct loom_engine *e = r->e;
+  if (*e->abort_flag) {
+    loom_engine_end(r, loom_error(loomRemoteError, LOOM_LOG_COLL,
+                                  "rank %d: %s interrupted: the communicator was aborted",
+                                  e->rank, r->op->name));
+    return 1;
+  }
+  if (r->notice_ready) {
+    struct loom_notice nt;
+    int got = loom_bootstrap_read_notice(e->bs, 0, &nt);
+    if (got > 0) {
+      loom_engine_end(r, loom_engine_fail(r, nt, NULL));
+      return 1;
+    }
+    r->notice_fd_busy = got < 0;
+  }
+  r->notice_ready = 0;
+  uint64_t timeout_ns = e->timeout_ms > 0 ? (uint64_t)e->timeout_ms * 1000000ull : 0;
+  if (timeout_ns && r->now - r->last_progress > timeout_ns) {
+    struct loom_notice self = {.suspect = loom_engine_waited_peer(r), .reporter = e->rank,
+                               .kind = LOOM_NOTICE_TIMEOUT};
+    char detail[160];
+    snprintf(detail, sizeof detail,
+             "no data moved for %d ms (timeout_ms / LOOM_TIMEOUT_MS) while rank %d waited on "
+             "rank %d",
+             e->timeout_ms, e->rank, self.suspect);
+    loom_engine_end(r, loom_engine_fail(r, self, detail));
+    return 1;
+  }
+  return 0;
+}
+
+/* One still turn of task r: what to do before the next progress, and for
+ * IDLE_SLEEP for how long.  The clock starts the wait at the first still
+ * turn and is then read every ENGINE_CLOCK_TURNS turns while spinning (a
+ * read costs as much as a turn, and the first microseconds are when data
+ * arrives). */
+static enum idle_action idle_step(struct loom_engine_task *r, int *us) {
+  struct loom_engine *e = r->e;
+  uint64_t spin_ns = (uint64_t)e->spin_us * 1000u;
+  if (r->idle_turns++ == 0) {
+    r->now = r->last_progress = loom_now_ns();
+  } else if (r->idle_turns % ENGINE_CLOCK_TURNS != 0 &&
+             r->now - r->last_progress < ENGINE_PURE_SPIN_NS &&
+             r->now - r->last_progress < spin_ns) {
+    return IDLE_SPIN;
+  } else {
+    r->now = loom_now_ns();
+  }
+  if (idle_ends(r))
+    return IDLE_ENDED;
+  uint64_t still = r->now - r->last_progress;
+  if (still < spin_ns)
+    return still < ENGINE_PURE_SPIN_NS ? IDLE_SPIN : IDLE_YIELD;
+  *us = ENGINE_POLL_SLICE_MS * 1000;
+  if (e->busy_wait) {
+    /* Shared-memory data wakes no fd: sleep in growing steps, so that
+     * ranks outnumbering cores still let their peers run. */
+    *us = (int)((still - spin_ns) / 8000u) + ENGINE_BUSY_MIN_US;
+    if (*us > ENGINE_BUSY_MAX_US)
+      *us = ENGINE_BUSY_MAX_US;
+  }
+  uint64_t timeout_ns = e->timeout_ms > 0 ? (uint64_t)e->timeout_ms * 1000000ull : 0;
+  if (timeout_ns) {
+    uint64_t left = r->last_progress + timeout_ns - r->now;
+    if (left / 1000u + 1 < (uint64_t)*us)
+      *us = (int)(left / 1000u) + 1;
+  }
+  return IDLE_SLEEP;
+}
+
+/* Adds what task r waits on in the kernel to fds (at most max entries):
+ * its transport's sockets, its notice socket (index in *notice_idx, -1
+ * when not watched) and the abort eventfd.  Returns how many. */
+static int task_fds(struct loom_engine_task *r, struct pollfd *fds, int max, int *notice_idx) {
+  struct loom_engine *e = r->e;
+  int n = max > 2 ? e->tp->poll_fds(e->tp_ctx, fds, max - 2) : 0;
+  int notice_fd = loom_bootstrap_notice_fd(e->bs);
+  *notice_idx = -1;
+  if (notice_fd >= 0 && !r->notice_fd_busy) {
+    *notice_idx = n;
+    fds[n++] = (struct pollfd){.fd = notice_fd, .events = POLLIN};
+  }
+  if (e->wake_fd >= 0)
+    fds[n++] = (struct pollfd){.fd = e->wake_fd, .events = POLLIN};
+  return n;
+}
+
+/* Sleeps in the kernel until a socket, a notice or an abort of any of the
+ * n tasks wakes us, at most us microseconds; marks whose notice socket
+ * was readable (it is only looked at here: checking it while spinning
+ * costs a system call per turn). */
+static loomResult_t wait_kernel(struct loom_engine_task *const *rs, int n, int us,
+                                struct pollfd *fds, int cap, int *notice_at) {
+  int nfds = 0;
+  for (int i = 0; i < n; i++) {
+    int local;
+    int k = task_fds(rs[i], fds + nfds, (cap - nfds) / (n - i), &local);
+    notice_at[i] = local >= 0 ? nfds + local : -1;
+    nfds += k;
+  }
+  struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
+  if (ppoll(fds, (nfds_t)nfds, &ts, NULL) < 0 && errno != EINTR)
+    return loom_error(loomSystemError, LOOM_LOG_COLL, "poll: %s", strerror(errno));
+  for (int i = 0; i < n; i++)
+    rs[i]->notice_ready = notice_at[i] >= 0 && fds[notice_at[i]].revents != 0;
+  return loomSuccess;
+}
+
+/* Where the tasks of one drive keep their kernel-wait bookkeeping. */
+struct drive_space {
+  struct loom_engine_task **still; /* the tasks that wait, this turn */
+  struct pollfd *fds;
+  int cap;
+  int *notice_at;
+};
+
+/* The still tasks wait together: spin, yield, or sleep on all their fds. */
+static void wait_together(struct drive_space *d, int nstill, enum idle_action act, int us) {
+  if (act == IDLE_SPIN) {
+    cpu_relax();
+  } else if (act == IDLE_YIELD) {
+    sched_yield();
+  } else if (act == IDLE_SLEEP &&
+             wait_kernel(d->still, nstill, us, d->fds, d->cap, d->notice_at) != loomSuccess) {
+    const char *why = loom_last_error();
+    for (int i = 0; i < nstill; i++) {
+      struct loom_engine *e = d->still[i]->e;
+      struct loom_notice self = {.suspect = e->rank, .reporter = e->rank,
+                                 .kind = LOOM_NOTICE_DIED};
+      loom_engine_end(d->still[i], loom_engine_fail(d->still[i], self, why));
+    }
+  }
+}
+
+/* Drives the n tasks until all have ended: progress each; when none
+ * moved, the still ones spin, yield or sleep by the most eager of their
+ * policies (one that is still spinning keeps the others awake). */
+static void drive(struct loom_engine_task *const *rs, int n, struct drive_space *d) {
+  for (;;) {
+    int active = 0, moved = 0, nstill = 0, us = ENGINE_POLL_SLICE_MS * 1000;
+    enum idle_action act = IDLE_ENDED;
+    for (int i = 0; i < n; i++) {
+      struct loom_engine_task *r = rs[i];
+      loomResult_t res;
+      enum loom_engine_state st = r->done ? LOOM_ENGINE_DONE : loom_engine_progress(r->e, &res);
+      if (st == LOOM_ENGINE_DONE)
+        continue;
+      active++;
+      if (st == LOOM_ENGINE_MOVED) {
+        moved = 1;
+        r->idle_turns = 0;
+        continue;
+      }
+      int task_us = us;
+      enum idle_action a = idle_step(r, &task_us);
+      if (a == IDLE_ENDED)
+        continue;
+      d->still[nstill++] = r;
+      if (a < act)
+        act = a;
+      if (a == IDLE_SLEEP && task_us < us)
+        us = task_us;
+    }
+    if (active == 0)
+      return;
+    if (!moved && nstill > 0)
+      wait_together(d, nstill, act, us);
+  }
+}
+
+loomResult_t loom_engine_wait(struct loom_engine *e) {
+  struct loom_engine_task *r = e->task, *still[1];
+  struct pollfd fds[ENGINE_MAX_POLL_FDS + 2];
+  int notice_at[1];
+  struct drive_space d = {still, fds, ENGINE_MAX_POLL_FDS + 2, notice_at};
+  drive(&r, 1, &d);
+  return r->result;
+}
+
+loomResult_t loom_engine_wait_all(struct loom_engine *const *es, int n, loomResult_t *each) {
+  int cap = n * (ENGINE_MAX_POLL_FDS + 2);
+  struct loom_engine_task **rs = malloc(sizeof *rs * (size_t)n * 2);
+  struct pollfd *fds = malloc(sizeof *fds * (size_t)cap);
+  int *notice_at = malloc(sizeof *notice_at * (size_t)n);
+  loomResult_t first = loomSuccess;
+  if (rs == NULL || fds == NULL || notice_at == NULL) {
+    first = loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (engine wait)");
+  } else {
+    for (int i = 0; i < n; i++)
+      rs[i] = es[i]->task;
+    struct drive_space d = {rs + n, fds, cap, notice_at};
+    drive(rs, n, &d);
+  }
+  for (int i = 0; i < n; i++) {
+    loomResult_t res = rs != NULL ? es[i]->task->result : first;
+    if (each != NULL)
+      each[i] = res;
+    if (res != loomSuccess && first == loomSuccess)
+      first = res;
+  }
+  free(rs);
+  free(fds);
+  free(notice_at);
+  return first;
+}

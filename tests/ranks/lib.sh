@@ -13,6 +13,21 @@ run_ranks() {
   rc=$?
 }
 
+# run_ranks, but a rank that fails does not end the others: each says why.
+run_ranks_keep() {
+  n=$1; t=$2; shift 2
+  out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --keep-going --timeout "$t" -n "$n" "$@" 2>&1)
+  rc=$?
+}
+# expect_init_fail N PATTERN WHAT — every rank's init failed saying PATTERN.
+expect_init_fail() {
+  if [ "$rc" -ne 0 ]; then
+    expect_count "FAIL: loomCommInitRank.*$2" "$1" "$3"
+  else
+    fail "$3 (init succeeded)"
+  fi
+}
+
 pass() { echo "PASS: $*"; }
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 

@@ -19,18 +19,6 @@ RDMA_LIBS='libfabric\|libibverbs\|librdmacm\|libinfinipath\|libpsm'
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-run_ranks_keep() {
-  n=$1; t=$2; shift 2
-  out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --keep-going --timeout "$t" -n "$n" "$@" 2>&1)
-  rc=$?
-}
-expect_init_fail() {
-  if [ "$rc" -ne 0 ]; then
-    expect_count "FAIL: loomCommInitRank.*$2" "$1" "$3"
-  else
-    fail "$3 (init succeeded)"
-  fi
-}
 built() { "$LOOMINFO" 2>/dev/null | grep -q "^built in: .*\b$1\b"; }
 # The bits of SIGINT, SIGILL, SIGABRT, SIGBUS, SIGSEGV and SIGTERM in a mask.
 FATAL_BITS=$(( (1 << 1) | (1 << 3) | (1 << 5) | (1 << 6) | (1 << 10) | (1 << 14) ))

@@ -20,20 +20,6 @@ if ! "$LOOMINFO" 2>/dev/null | grep -q "^built in: .*\bofi\b"; then
   exit 77
 fi
 
-# run_ranks, but a rank that fails does not end the others: each says why.
-run_ranks_keep() {
-  n=$1; t=$2; shift 2
-  out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --keep-going --timeout "$t" -n "$n" "$@" 2>&1)
-  rc=$?
-}
-# expect_init_fail N PATTERN WHAT — every rank's init failed saying PATTERN.
-expect_init_fail() {
-  if [ "$rc" -ne 0 ]; then
-    expect_count "FAIL: loomCommInitRank.*$2" "$1" "$3"
-  else
-    fail "$3 (init succeeded)"
-  fi
-}
 per_node2='LOOM_HOSTID=node$((LOOM_RANK / 2)) exec "$0" "$@"'
 
 # LOOM_TEST_LIGHT=1 (the sanitizer pass of scripts/test.sh): the "full"

@@ -119,48 +119,55 @@ static int contiguous(const struct loom_call *calls, int n) {
   return s0 == r0 || s <= r0 || r0 + len <= s0;
 }
 
-loomResult_t loom_bucket_run(loomComm_t comm, const struct loom_call *calls, int n) {
+loomResult_t loom_bucket_pack(loomComm_t comm, const struct loom_call *calls, int n,
+                              struct loom_call *fused, int *copied) {
   const struct loom_call *first = &calls[0];
   size_t esize = loom_datatype_size(first->datatype), total = 0;
   for (int i = 0; i < n; i++)
     total += calls[i].count;
-  int nranks = comm->nranks;
   int gather = first->coll == LOOM_COLL_ALLGATHER;
+  *fused = *first;
+  fused->count = total;
+  *copied = 0;
+  if (!gather && contiguous(calls, n)) /* views of one flat buffer: no copies */
+    return loomSuccess;
   LOOM_CHECK(loom_comm_grow(&comm->bucket_send, &comm->bucket_send_bytes, total * esize));
   if (gather)
     LOOM_CHECK(loom_comm_grow(&comm->bucket_recv, &comm->bucket_recv_bytes,
-                              total * esize * (size_t)nranks));
-  char *in = comm->bucket_send, *out = gather ? comm->bucket_recv : comm->bucket_send;
-  if (!gather && contiguous(calls, n)) { /* views of one flat buffer: no copies */
-    struct loom_call whole = *first;
-    whole.count = total;
-    return loom_execute_one(comm, &whole);
-  }
+                              total * esize * (size_t)comm->nranks));
+  char *in = comm->bucket_send;
   size_t off = 0;
   for (int i = 0; i < n; i++) {
     memcpy(in + off, calls[i].sendbuff, send_bytes(&calls[i]));
     off += send_bytes(&calls[i]);
   }
-  struct loom_call fused = *first;
-  fused.sendbuff = in;
-  fused.recvbuff = out;
-  fused.count = total;
-  LOOM_CHECK(loom_execute_one(comm, &fused));
+  fused->sendbuff = in;
+  fused->recvbuff = gather ? comm->bucket_recv : comm->bucket_send;
+  *copied = 1;
+  LOOM_TRACE(LOOM_LOG_COLL, "fused %d %s calls into one of %zu elements", n,
+             loom_coll_name(first->coll), total);
+  return loomSuccess;
+}
+
+void loom_bucket_unpack(loomComm_t comm, const struct loom_call *calls, int n) {
+  const struct loom_call *first = &calls[0];
+  size_t esize = loom_datatype_size(first->datatype), total = 0;
+  for (int i = 0; i < n; i++)
+    total += calls[i].count;
+  int gather = first->coll == LOOM_COLL_ALLGATHER;
+  const char *out = gather ? comm->bucket_recv : comm->bucket_send;
   /* All-reduce: the bucket is the results in call order.  All-gather: rank
    * j's part is its inputs in call order, at j * total elements. */
-  off = 0;
+  size_t off = 0;
   for (int i = 0; i < n; i++) {
     size_t b = send_bytes(&calls[i]);
     if (!gather) {
       memcpy(calls[i].recvbuff, out + off, b);
     } else {
-      for (int j = 0; j < nranks; j++)
+      for (int j = 0; j < comm->nranks; j++)
         memcpy((char *)calls[i].recvbuff + (size_t)j * b,
                out + (size_t)j * total * esize + off, b);
     }
     off += b;
   }
-  LOOM_TRACE(LOOM_LOG_COLL, "fused %d %s calls into one of %zu elements", n,
-             loom_coll_name(first->coll), total);
-  return loomSuccess;
 }

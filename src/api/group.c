@@ -3,15 +3,15 @@
  * loomGroupStart and loomGroupEnd.  The group state is per thread.  At the
  * outermost loomGroupEnd the recorded calls are split by communicator;
  * each communicator's calls run as one batch (execute.c), queued on their
- * stream or, without one, run to completion here.  Batches of several
- * communicators run in parallel threads, so that one thread can drive
- * every rank of a loomCommInitAll clique.
+ * stream or, without one, run to completion here.  The batches of several
+ * communicators run together on one thread (the engine drives all their
+ * tasks at once), so that one thread can drive every rank of a
+ * loomCommInitAll clique.
  */
 #include "api/comm.h"
 #include "api/task.h"
 #include "core/error.h"
 
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -75,62 +75,36 @@ struct batch {
   loomStream_t stream;
   struct loom_call *calls;
   int ncalls;
-  loomResult_t res;
-  char error[1024]; /* the failure's text, from the thread that ran it */
-  pthread_t thread;
-  int threaded;
   int counted; /* holds one of comm's in-flight counts until it has run */
 };
 
-static void *batch_thread(void *arg) {
-  struct batch *b = arg;
-  b->res = loom_execute(b->comm, b->calls, b->ncalls);
-  if (b->res != loomSuccess)
-    strncpy(b->error, loom_last_error(), sizeof b->error - 1);
-  /* Done with comm: an Abort waiting for it may free it now, while other
-   * batches of the group still run. */
-  if (b->counted) {
-    b->counted = 0;
-    loom_comm_task_end(b->comm);
-  }
-  return NULL;
-}
-
 /* Several communicators' batches sharing one stream: one task that runs
- * them in parallel threads, as a group without a stream would. */
+ * them together, as a group without a stream would. */
 struct shared_stream_task {
   struct loom_task task;
   struct batch *bs;
   int nb;
 };
 
-static loomResult_t run_parallel(struct batch *bs, int nb) {
-  for (int b = 1; b < nb; b++) {
-    bs[b].threaded = pthread_create(&bs[b].thread, NULL, batch_thread, &bs[b]) == 0;
-    if (!bs[b].threaded)
-      LOOM_WARN(LOOM_LOG_COLL,
-                "loomGroupEnd: cannot start a thread for rank %d's calls; running them "
-                "after the others (ranks of one process may then wait for each other)",
-                bs[b].comm->rank);
-  }
-  batch_thread(&bs[0]);
-  loomResult_t res = loomSuccess;
+/* Runs the batches together on this thread (loom_execute_batches); each
+ * releases its in-flight count as soon as it has run. */
+static loomResult_t run_together(struct batch *bs, int nb) {
+  struct loom_batch *run = calloc((size_t)nb, sizeof *run);
+  if (run == NULL)
+    return loom_error(loomSystemError, LOOM_LOG_COLL, "loomGroupEnd: out of memory");
   for (int b = 0; b < nb; b++) {
-    if (b > 0 && bs[b].threaded)
-      pthread_join(bs[b].thread, NULL);
-    else if (b > 0)
-      batch_thread(&bs[b]);
-    if (bs[b].res != loomSuccess && res == loomSuccess) {
-      res = bs[b].res;
-      loom_set_last_error(bs[b].error);
-    }
+    run[b] = (struct loom_batch){.comm = bs[b].comm, .calls = bs[b].calls,
+                                 .ncalls = bs[b].ncalls, .counted = bs[b].counted};
+    bs[b].counted = 0; /* released by the run */
   }
+  loomResult_t res = loom_execute_batches(run, nb);
+  free(run);
   return res;
 }
 
 static loomResult_t shared_run(struct loom_task *t) {
   struct shared_stream_task *g = (struct shared_stream_task *)t;
-  return run_parallel(g->bs, g->nb);
+  return run_together(g->bs, g->nb);
 }
 
 static void shared_release(struct loom_task *t) {
@@ -165,7 +139,6 @@ static loomResult_t queue_stream(struct batch *bs, int nb, loomStream_t stream) 
       continue;
     if (mine != NULL) {
       mine[g->nb] = bs[b];
-      mine[g->nb].threaded = 0;
       mine[g->nb++].counted = 1;
       loom_comm_task_begin(bs[b].comm);
     } else {
@@ -278,14 +251,16 @@ loomResult_t loomGroupEnd(void) {
     bs[b].counted = 1;
   }
   if (nhost > 0) {
-    loomResult_t hres = run_parallel(bs, nhost);
+    loomResult_t hres = run_together(bs, nhost);
     if (hres != loomSuccess && res == loomSuccess) {
       res = hres;
-      error = NULL; /* run_parallel set the text */
+      error = NULL; /* run_together set the text */
     }
     for (int b = 0; b < nhost; b++) {
       free_calls(bs[b].calls, bs[b].ncalls);
       free(bs[b].calls);
+      if (bs[b].counted) /* the run never took it (out of memory) */
+        loom_comm_task_end(bs[b].comm);
     }
   }
   if (error != NULL)

@@ -8,6 +8,8 @@
 
 #include "loom.h"
 #include "plan/plan.h"
+#include "engine/engine.h"
+#include "sched/schedule.h"
 #include "stream/stream.h"
 
 #include <stddef.h>
@@ -42,20 +44,61 @@ loomResult_t loom_call_check(struct loom_call *c, const char *fn);
  * an open group, queued on its stream, or run now. */
 loomResult_t loom_issue(struct loom_call *c, const char *fn);
 
-/* execute.c: runs calls of one communicator in order (a group's calls:
- * fused into buckets, sends and receives as one batch) on the calling
- * thread.  The communicator is marked broken on failure. */
-loomResult_t loom_execute(loomComm_t comm, struct loom_call *calls, int ncalls);
+/* What a posted call keeps alive for the engine until its task ends. */
+struct loom_posted {
+  struct loom_schedule sched;
+  struct loom_engine_op eop;
+  void *bufs[LOOM_BUF_USER];
+  void **user_bufs;            /* a send/recv batch's buffers (owned) */
+  unsigned char barrier_byte;  /* a barrier's one-byte all-reduce */
+};
 
-/* Runs one call (not SENDRECV) on the communicator; the caller holds
- * op_lock and marks the communicator broken on failure. */
-loomResult_t loom_execute_one(loomComm_t comm, const struct loom_call *c);
+/* execute.c: plans call c (not SENDRECV) and posts it on the
+ * communicator's engine; fp_coll names it in the fingerprint (c->coll, or
+ * the communicator call a barrier stands for).  Caller holds op_lock; p
+ * stays alive until the task ends. */
+loomResult_t loom_post_call(loomComm_t comm, const struct loom_call *c, int fp_coll,
+                            struct loom_posted *p);
+/* Posts the sends and receives calls[idx[0..m)) as one task (copies to
+ * this rank itself are done here). */
+loomResult_t loom_post_sendrecv(loomComm_t comm, const struct loom_call *calls, const int *idx,
+                                int m, struct loom_posted *p);
+/* Frees what a posted call owned, once its task has ended. */
+void loom_posted_release(struct loom_posted *p);
+/* Checks the sends and receives of this rank to itself match in order
+ * (copy == 0), or does their copies (copy == 1). */
+loomResult_t loom_self_exchange(loomComm_t comm, const struct loom_call *calls, const int *idx,
+                                int m, int copy);
+/* Grows the communicator's schedule storage to nsteps. */
+loomResult_t loom_execute_ensure_steps(loomComm_t comm, int nsteps);
 
 /* A barrier over the data connections that stands for a communicator
  * call (LOOM_FP_SPLIT, LOOM_FP_FINALIZE) in the fingerprint, so that a rank
  * in loomCommSplit and a rank in a collective name each other's calls
  * instead of waiting on different sockets.  Caller holds op_lock. */
 loomResult_t loom_execute_fence(loomComm_t comm, int fp_kind);
+
+/* batch.c: the calls of one communicator, run in order (fused into
+ * buckets, sends and receives last as one task). */
+struct loom_batch {
+  loomComm_t comm;
+  struct loom_call *calls;
+  int ncalls;
+  int counted; /* holds one of comm's in-flight counts: released when the batch ends */
+  /* the run (set by loom_execute_batches) */
+  int started, next, p2p_posted;
+  int *p2p, np2p;                  /* indices of the sends and receives */
+  int unpack, bucket_first, bucket_n; /* the bucket in flight, copied out at its end */
+  struct loom_posted posted;
+  loomResult_t res;
+  char error[1024]; /* res's text */
+};
+/* Runs n batches of distinct communicators at once on this thread, each
+ * under its communicator's op_lock; a communicator whose batch fails is
+ * marked broken.  Returns the first failure (its text the last error). */
+loomResult_t loom_execute_batches(struct loom_batch *bs, int n);
+/* One batch of calls on comm. */
+loomResult_t loom_execute(loomComm_t comm, struct loom_call *calls, int ncalls);
 
 /* Queues calls of one communicator on `stream` as one task (taking
  * ownership of the array and the calls' arrays). */
@@ -64,8 +107,12 @@ loomResult_t loom_execute_async(loomComm_t comm, loomStream_t stream, struct loo
 
 /* bucket.c: how many calls from calls[0] fuse into one bucket (1: none). */
 int loom_bucket_span(const struct loom_call *calls, int ncalls, size_t bucket_bytes);
-/* Runs calls[0..n) as one fused all-reduce or all-gather. */
-loomResult_t loom_bucket_run(loomComm_t comm, const struct loom_call *calls, int n);
+/* The one call that runs calls[0..n) fused; *copied says whether their
+ * inputs were copied into the bucket (else they are views of one buffer)
+ * and their results must be copied out by loom_bucket_unpack. */
+loomResult_t loom_bucket_pack(loomComm_t comm, const struct loom_call *calls, int n,
+                              struct loom_call *fused, int *copied);
+void loom_bucket_unpack(loomComm_t comm, const struct loom_call *calls, int n);
 
 /* redop.c: resolves an op into the built-in op to run and, for a
  * PreMulSum op, its scalar (copied to scalar, *premul = 1). */

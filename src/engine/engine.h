@@ -88,6 +88,18 @@ loomResult_t loom_engine_wait(struct loom_engine *e);
  * first failure, or loomSuccess. */
 loomResult_t loom_engine_wait_all(struct loom_engine *const *es, int n, loomResult_t *each);
 
+/* Called by loom_engine_drive for engine i: first with loomSuccess before
+ * any task, then each time its task has ended, with that task's result.
+ * Posts engine i's next task and returns 1, or returns 0 when engine i has
+ * no more work (it is then not touched again). */
+typedef int (*loom_engine_next_fn)(void *arg, int i, loomResult_t ended);
+/* Runs chains of tasks on n engines on this thread, all at once: each
+ * engine's tasks one after another as `next` posts them.  Returns
+ * loomSuccess, or an error of the drive itself (the tasks' results reach
+ * `next`). */
+loomResult_t loom_engine_drive(struct loom_engine *const *es, int n, loom_engine_next_fn next,
+                               void *arg);
+
 /* post, then wait. */
 loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op *op);
 

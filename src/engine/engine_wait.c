@@ -176,21 +176,45 @@ static void wait_together(struct drive_space *d, int nstill, enum idle_action ac
   }
 }
 
-/* Drives the n tasks until all have ended: progress each; when none
- * moved, the still ones spin, yield or sleep by the most eager of their
- * policies (one that is still spinning keeps the others awake). */
-static void drive(struct loom_engine_task *const *rs, int n, struct drive_space *d) {
+/* What a drive calls when an engine's task ends (NULL: nothing). */
+struct drive_next {
+  loom_engine_next_fn fn;
+  void *arg;
+};
+
+/* Task i has ended: asks for its engine's next task.  Returns whether one
+ * was posted (else the engine is not touched again: its communicator may
+ * be gone). */
+static int next_task(const struct drive_next *nx, int i, struct loom_engine_task *r) {
+  if (nx == NULL)
+    return 0;
+  int posted = nx->fn(nx->arg, i, r->result);
+  r->idle_turns = 0;
+  return posted;
+}
+
+/* Drives the n tasks until all have ended (and nx posts no more): progress
+ * each; when none moved, the still ones spin, yield or sleep by the most
+ * eager of their policies (one that is still spinning keeps the others
+ * awake).  With several tasks each is progressed under its rank's log
+ * tag. */
+static void drive(struct loom_engine_task *const *rs, int n, struct drive_space *d,
+                  const struct drive_next *nx, unsigned char *live) {
   for (;;) {
     int active = 0, moved = 0, nstill = 0, us = ENGINE_POLL_SLICE_MS * 1000;
     enum idle_action act = IDLE_ENDED;
     for (int i = 0; i < n; i++) {
       struct loom_engine_task *r = rs[i];
       loomResult_t res;
-      enum loom_engine_state st = r->done ? LOOM_ENGINE_DONE : loom_engine_progress(r->e, &res);
-      if (st == LOOM_ENGINE_DONE)
+      if (!live[i])
+        continue;
+      if (n > 1)
+        loom_log_set_rank(r->e->rank);
+      enum loom_engine_state st = loom_engine_progress(r->e, &res);
+      if (st == LOOM_ENGINE_DONE && !(live[i] = (unsigned char)next_task(nx, i, r)))
         continue;
       active++;
-      if (st == LOOM_ENGINE_MOVED) {
+      if (st != LOOM_ENGINE_STILL) {
         moved = 1;
         r->idle_turns = 0;
         continue;
@@ -216,34 +240,56 @@ loomResult_t loom_engine_wait(struct loom_engine *e) {
   struct loom_engine_task *r = e->task, *still[1];
   struct pollfd fds[ENGINE_MAX_POLL_FDS + 2];
   int notice_at[1];
+  unsigned char live = 1;
   struct drive_space d = {still, fds, ENGINE_MAX_POLL_FDS + 2, notice_at};
-  drive(&r, 1, &d);
+  drive(&r, 1, &d, NULL, &live);
   return r->result;
 }
 
-loomResult_t loom_engine_wait_all(struct loom_engine *const *es, int n, loomResult_t *each) {
+/* Drives n engines; with nx, each starts with nx's first post. */
+static loomResult_t drive_engines(struct loom_engine *const *es, int n,
+                                  const struct drive_next *nx) {
   int cap = n * (ENGINE_MAX_POLL_FDS + 2);
   struct loom_engine_task **rs = malloc(sizeof *rs * (size_t)n * 2);
   struct pollfd *fds = malloc(sizeof *fds * (size_t)cap);
   int *notice_at = malloc(sizeof *notice_at * (size_t)n);
-  loomResult_t first = loomSuccess;
-  if (rs == NULL || fds == NULL || notice_at == NULL) {
-    first = loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (engine wait)");
+  unsigned char *live = malloc((size_t)n);
+  loomResult_t res = loomSuccess;
+  if (rs == NULL || fds == NULL || notice_at == NULL || live == NULL) {
+    res = loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (engine wait)");
   } else {
-    for (int i = 0; i < n; i++)
+    int caller_rank = loom_log_get_rank();
+    for (int i = 0; i < n; i++) {
       rs[i] = es[i]->task;
+      live[i] = nx == NULL || (unsigned char)nx->fn(nx->arg, i, loomSuccess);
+    }
     struct drive_space d = {rs + n, fds, cap, notice_at};
-    drive(rs, n, &d);
+    drive(rs, n, &d, nx, live);
+    loom_log_set_rank(caller_rank);
   }
+  free(rs);
+  free(fds);
+  free(notice_at);
+  free(live);
+  return res;
+}
+
+loomResult_t loom_engine_wait_all(struct loom_engine *const *es, int n, loomResult_t *each) {
+  loomResult_t first = drive_engines(es, n, NULL);
+  if (first != loomSuccess)
+    return first;
   for (int i = 0; i < n; i++) {
-    loomResult_t res = rs != NULL ? es[i]->task->result : first;
+    loomResult_t res = es[i]->task->result;
     if (each != NULL)
       each[i] = res;
     if (res != loomSuccess && first == loomSuccess)
       first = res;
   }
-  free(rs);
-  free(fds);
-  free(notice_at);
   return first;
+}
+
+loomResult_t loom_engine_drive(struct loom_engine *const *es, int n, loom_engine_next_fn next,
+                               void *arg) {
+  struct drive_next nx = {next, arg};
+  return drive_engines(es, n, &nx);
 }

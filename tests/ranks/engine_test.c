@@ -4,13 +4,21 @@
  * driving all three with loom_engine_wait_all.  The ranks post and list the
  * engines in different orders (rank r starts with communicator r mod 3),
  * so a rank that waited on one task at a time would wait on a peer that
- * waits on another: only driving all at once completes.  Exact results.
+ * waits on another: only driving all at once completes.  Then the same
+ * through the public API: one loomGroupStart/End over the three
+ * communicators, each with a chain of calls (an all-reduce, a broadcast, a
+ * bucket of small all-reduces, a send/recv ring), issued in a different
+ * order on each rank; no thread may be created while the group runs.
+ * Exact results.
  */
 #include "api/comm.h"
 #include "engine/engine.h"
 #include "engine/fingerprint.h"
 #include "sched/schedule.h"
 
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,7 +27,19 @@ static int rank, nranks;
 #define TEST_NAME "engine_test"
 #include "rankcheck.h"
 
-enum { NCOMM = 3, COUNT = 1 << 20 };
+enum { NCOMM = 3, COUNT = 1 << 20, SMALL = 16, NSMALL = 8 };
+
+/* Counts the threads this process creates (the library's calls reach this
+ * definition before libc's). */
+static atomic_int threads_created;
+int pthread_create(pthread_t *t, const pthread_attr_t *attr, void *(*fn)(void *), void *arg) {
+  typedef int (*create_fn)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+  static create_fn real;
+  if (real == NULL)
+    *(void **)&real = dlsym(RTLD_NEXT, "pthread_create");
+  atomic_fetch_add(&threads_created, 1);
+  return real(t, attr, fn, arg);
+}
 
 struct posted {
   struct loom_step steps[64];
@@ -46,6 +66,70 @@ static void post_allreduce(loomComm_t c, struct posted *p, int which) {
   loom_fp_make(p->op.fp, LOOM_COLL_ALLREDUCE, loomFloat32, loomSum, LOOM_FP_NO_ROOT, COUNT,
                1000u + (unsigned)which);
   CHECK_LOOM(loom_engine_post(&c->engine, &p->op));
+}
+
+/* Communicator k's buffers in the group test. */
+struct chain {
+  float big[COUNT / 16], bcast[256], small[NSMALL][SMALL], sendv[64], recvv[64];
+};
+
+static void issue_chain(loomComm_t c, struct chain *ch, int k) {
+  int r = c->rank, n = c->nranks;
+  for (int i = 0; i < COUNT / 16; i++)
+    ch->big[i] = (float)(r + k + i % 5);
+  for (int i = 0; i < 256; i++)
+    ch->bcast[i] = r == k % n ? (float)(1000 * k + i) : -1.0f;
+  for (int j = 0; j < NSMALL; j++)
+    for (int i = 0; i < SMALL; i++)
+      ch->small[j][i] = (float)(r * j + i);
+  for (int i = 0; i < 64; i++)
+    ch->sendv[i] = (float)(100 * r + i + k);
+  CHECK_LOOM(loomAllReduce(ch->big, ch->big, COUNT / 16, loomFloat32, loomSum, c, NULL));
+  CHECK_LOOM(loomBroadcast(ch->bcast, ch->bcast, 256, loomFloat32, k % n, c, NULL));
+  for (int j = 0; j < NSMALL; j++)
+    CHECK_LOOM(loomAllReduce(ch->small[j], ch->small[j], SMALL, loomFloat32, loomSum, c, NULL));
+  CHECK_LOOM(loomRecv(ch->recvv, 64, loomFloat32, (r + n - 1) % n, c, NULL));
+  CHECK_LOOM(loomSend(ch->sendv, 64, loomFloat32, (r + 1) % n, c, NULL));
+}
+
+static void check_chain(const struct chain *ch, int k) {
+  int n = nranks, prev = (rank + n - 1) % n;
+  for (int i = 0; i < COUNT / 16; i++) {
+    float want = (float)(n * (n - 1) / 2 + n * (k + i % 5));
+    if (ch->big[i] != want)
+      FAIL("group: communicator %d all-reduce element %d: %g, expected %g", k, i, ch->big[i],
+           want);
+  }
+  for (int i = 0; i < 256; i++)
+    if (ch->bcast[i] != (float)(1000 * k + i))
+      FAIL("group: communicator %d broadcast element %d: %g", k, i, ch->bcast[i]);
+  for (int j = 0; j < NSMALL; j++)
+    for (int i = 0; i < SMALL; i++)
+      if (ch->small[j][i] != (float)(j * n * (n - 1) / 2 + n * i))
+        FAIL("group: communicator %d small all-reduce %d element %d: %g", k, j, i,
+             ch->small[j][i]);
+  for (int i = 0; i < 64; i++)
+    if (ch->recvv[i] != (float)(100 * prev + i + k))
+      FAIL("group: communicator %d received element %d: %g", k, i, ch->recvv[i]);
+}
+
+/* One group over the three communicators, issued from a different one on
+ * each rank; no thread created while it runs. */
+static void group_on_one_thread(loomComm_t *comms) {
+  static struct chain chains[NCOMM];
+  CHECK_LOOM(loomGroupStart());
+  for (int j = 0; j < NCOMM; j++) {
+    int k = (rank + j) % NCOMM;
+    issue_chain(comms[k], &chains[k], k);
+  }
+  int before = atomic_load(&threads_created);
+  CHECK_LOOM(loomGroupEnd());
+  int made = atomic_load(&threads_created) - before;
+  if (made != 0)
+    FAIL("loomGroupEnd over %d communicators created %d threads", NCOMM, made);
+  for (int k = 0; k < NCOMM; k++)
+    check_chain(&chains[k], k);
+  printf("rank %d: engine_test: a group over 3 communicators ran on this thread: exact\n", rank);
 }
 
 int main(void) {
@@ -76,6 +160,7 @@ int main(void) {
       if (posted[k].out[i] != want)
         FAIL("communicator %d element %d: %g, expected %g", k, i, posted[k].out[i], want);
     }
+  group_on_one_thread(comms);
   for (int k = 0; k < NCOMM; k++) {
     free(posted[k].in);
     free(posted[k].out);

@@ -1,0 +1,217 @@
+/*
+ * batch.c — runs the calls of a communicator in order as engine tasks, and
+ * the batches of several communicators at once on the calling thread (a
+ * group, a loomCommInitAll clique): each call is planned and posted when
+ * the previous one has ended, buckets of small calls fuse into one task
+ * (unpacked when it ends), and sends and receives run last as one task.
+ */
+#include "api/comm.h"
+#include "api/task.h"
+#include "core/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Records the batch's failure and its text (the thread's text changes as
+ * the other batches run). */
+static void batch_fail(struct loom_batch *b, loomResult_t res) {
+  if (b->res != loomSuccess)
+    return;
+  b->res = res;
+  snprintf(b->error, sizeof b->error, "%s", loom_last_error());
+}
+
+/* Checks the communicator and the batch's sends and receives before
+ * anything moves (a send to itself without its receive). */
+static loomResult_t batch_open(struct loom_batch *b) {
+  loomComm_t comm = b->comm;
+  LOOM_CHECK(loom_comm_check_usable(comm, loom_coll_name(b->calls[0].coll)));
+  LOOM_CHECK(loom_execute_ensure_steps(comm, LOOM_SCHED_MAX_STEPS(comm->nranks)));
+  for (int i = 0; i < b->ncalls; i++)
+    b->np2p += b->calls[i].coll == LOOM_COLL_SENDRECV;
+  if (b->np2p > 0 && (b->p2p = calloc((size_t)b->np2p, sizeof(int))) == NULL)
+    return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory");
+  for (int i = 0, k = 0; i < b->ncalls && b->p2p != NULL; i++)
+    if (b->calls[i].coll == LOOM_COLL_SENDRECV)
+      b->p2p[k++] = i;
+  return loom_self_exchange(comm, b->calls, b->p2p, b->np2p, 0);
+}
+
+/* Posts the batch's next task: the next collective or bucket, then the
+ * sends and receives.  *posted = 0 when none is left. */
+static loomResult_t batch_post_next(struct loom_batch *b, int *posted) {
+  loomComm_t comm = b->comm;
+  *posted = 1;
+  while (b->next < b->ncalls && b->calls[b->next].coll == LOOM_COLL_SENDRECV)
+    b->next++;
+  if (b->next < b->ncalls) {
+    const struct loom_call *c = &b->calls[b->next];
+    int left = b->ncalls - b->next;
+    int span = left > 1 ? loom_bucket_span(c, left, comm->bucket_bytes) : 1;
+    b->next += span;
+    if (span == 1)
+      return loom_post_call(comm, c, c->coll, &b->posted);
+    struct loom_call fused;
+    LOOM_CHECK(loom_bucket_pack(comm, c, span, &fused, &b->unpack));
+    b->bucket_first = (int)(c - b->calls);
+    b->bucket_n = span;
+    return loom_post_call(comm, &fused, fused.coll, &b->posted);
+  }
+  if (b->np2p > 0 && !b->p2p_posted) {
+    b->p2p_posted = 1;
+    return loom_post_sendrecv(comm, b->calls, b->p2p, b->np2p, &b->posted);
+  }
+  *posted = 0;
+  return loomSuccess;
+}
+
+/* The task in flight ended with `res`: its bucket's results go out. */
+static void batch_task_ended(struct loom_batch *b, loomResult_t res) {
+  loom_posted_release(&b->posted);
+  if (res != loomSuccess)
+    batch_fail(b, res);
+  else if (b->unpack)
+    loom_bucket_unpack(b->comm, b->calls + b->bucket_first, b->bucket_n);
+  b->unpack = 0;
+}
+
+/* Done with the communicator: an argument error found this late (a custom
+ * op destroyed while queued) leaves it usable; anything else broke it. */
+static void batch_close(struct loom_batch *b) {
+  loomComm_t comm = b->comm;
+  if (b->res != loomSuccess && b->res != loomInvalidArgument &&
+      comm->async_error == loomSuccess) {
+    loom_set_last_error(b->error);
+    loom_comm_set_broken(comm, b->res);
+  }
+  free(b->p2p);
+  b->p2p = NULL;
+  pthread_mutex_unlock(&comm->op_lock);
+  /* An Abort waiting for comm may free it now, while other batches run. */
+  if (b->counted) {
+    b->counted = 0;
+    loom_comm_task_end(comm);
+  }
+}
+
+/* loom_engine_drive's step for batch i: ends the task in flight, posts
+ * the next, or closes the batch. */
+static int batch_next(void *arg, int i, loomResult_t ended) {
+  struct loom_batch *b = &((struct loom_batch *)arg)[i];
+  loom_log_set_rank(b->comm->rank);
+  loomResult_t res = loomSuccess;
+  if (b->started)
+    batch_task_ended(b, ended);
+  else if ((res = batch_open(b)) != loomSuccess)
+    batch_fail(b, res);
+  b->started = 1;
+  int posted = 0;
+  if (b->res == loomSuccess && (res = batch_post_next(b, &posted)) != loomSuccess)
+    batch_fail(b, res);
+  if (posted && res == loomSuccess)
+    return 1;
+  loom_posted_release(&b->posted);
+  batch_close(b);
+  return 0;
+}
+
+static int by_comm_address(const void *x, const void *y) {
+  const struct loom_batch *a = *(struct loom_batch *const *)x;
+  const struct loom_batch *b = *(struct loom_batch *const *)y;
+  return (a->comm > b->comm) - (a->comm < b->comm);
+}
+
+/* Takes every batch's op_lock in one global order (the communicators'
+ * addresses), so that two threads running groups over the same
+ * communicators never wait on each other in a cycle. */
+static loomResult_t lock_all(struct loom_batch *bs, int n) {
+  if (n == 1) {
+    pthread_mutex_lock(&bs[0].comm->op_lock);
+    return loomSuccess;
+  }
+  struct loom_batch **order = malloc(sizeof *order * (size_t)n);
+  if (order == NULL)
+    return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (group of %d)", n);
+  for (int i = 0; i < n; i++)
+    order[i] = &bs[i];
+  qsort(order, (size_t)n, sizeof *order, by_comm_address);
+  for (int i = 0; i < n; i++)
+    pthread_mutex_lock(&order[i]->comm->op_lock);
+  free(order);
+  return loomSuccess;
+}
+
+loomResult_t loom_execute_batches(struct loom_batch *bs, int n) {
+  struct loom_engine *one[1], **es = n == 1 ? one : malloc(sizeof *es * (size_t)n);
+  if (es == NULL)
+    return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (group of %d)", n);
+  int caller_rank = loom_log_get_rank();
+  loomResult_t res = lock_all(bs, n);
+  if (res == loomSuccess) {
+    for (int i = 0; i < n; i++) {
+      bs[i] = (struct loom_batch){.comm = bs[i].comm, .calls = bs[i].calls,
+                                  .ncalls = bs[i].ncalls, .counted = bs[i].counted};
+      es[i] = &bs[i].comm->engine;
+    }
+    res = loom_engine_drive(es, n, batch_next, bs);
+    for (int i = 0; i < n; i++)
+      if (!bs[i].started) { /* the drive failed before it began: nothing ran */
+        bs[i].started = 1;
+        batch_close(&bs[i]);
+      }
+  }
+  for (int i = 0; i < n && res == loomSuccess; i++)
+    if (bs[i].res != loomSuccess) {
+      res = bs[i].res;
+      loom_set_last_error(bs[i].error);
+    }
+  loom_log_set_rank(caller_rank);
+  if (es != one)
+    free(es);
+  return res;
+}
+
+loomResult_t loom_execute(loomComm_t comm, struct loom_call *calls, int ncalls) {
+  struct loom_batch b = {.comm = comm, .calls = calls, .ncalls = ncalls};
+  return loom_execute_batches(&b, 1);
+}
+
+/* ---- streams ---- */
+
+struct batch_task {
+  struct loom_task task;
+  loomComm_t comm;
+  struct loom_call *calls;
+  int ncalls;
+};
+
+static loomResult_t batch_run(struct loom_task *t) {
+  struct batch_task *b = (struct batch_task *)t;
+  return loom_execute(b->comm, b->calls, b->ncalls);
+}
+
+static void batch_release(struct loom_task *t) {
+  struct batch_task *b = (struct batch_task *)t;
+  for (int i = 0; i < b->ncalls; i++)
+    loom_call_free(&b->calls[i]);
+  free(b->calls);
+  loom_comm_task_end(b->comm);
+  free(b);
+}
+
+loomResult_t loom_execute_async(loomComm_t comm, loomStream_t stream, struct loom_call *calls,
+                                int ncalls) {
+  struct batch_task *b = malloc(sizeof *b);
+  if (b == NULL) {
+    for (int i = 0; i < ncalls; i++)
+      loom_call_free(&calls[i]);
+    free(calls);
+    return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory queueing a call");
+  }
+  *b = (struct batch_task){.task = {.run = batch_run, .release = batch_release},
+                           .comm = comm,
+                           .calls = calls,
+                           .ncalls = ncalls};
+  loom_comm_task_begin(comm);
+  return loom_stream_submit(stream, &b->task);
+}

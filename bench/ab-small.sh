@@ -6,7 +6,7 @@
 #   bench/ab-small.sh BEFORE_BUILD AFTER_BUILD
 #
 # Each round runs, one after the other: before, after (and Open MPI for
-# all-reduce), each a 2-rank loom-perf sweep of 8 B..1 KiB (out-of-place
+# all-reduce), each a 2-rank loom-perf sweep (SWEEP, default 8 B..1 KiB; out-of-place
 # time, -n 2000 -w 200).  ROUNDS (default 5) rounds; COLLS (default
 # "allreduce broadcast").  Prints per collective and size the median and
 # min-max of each, and the ratios of medians after/before and after/MPI.
@@ -16,7 +16,7 @@ AFTER=$2
 ROUNDS=${ROUNDS:-5}
 COLLS=${COLLS:-"allreduce broadcast"}
 MPIRUN=${MPIRUN:-"mpirun --allow-run-as-root --oversubscribe"}
-SWEEP="-b 8 -e 1K -f 8 -n 2000 -w 200"
+SWEEP=${SWEEP:-"-b 8 -e 1K -f 8 -n 2000 -w 200"}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 

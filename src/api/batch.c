@@ -98,7 +98,8 @@ static void batch_close(struct loom_batch *b) {
  * the next, or closes the batch. */
 static int batch_next(void *arg, int i, loomResult_t ended) {
   struct loom_batch *b = &((struct loom_batch *)arg)[i];
-  loom_log_set_rank(b->comm->rank);
+  if (loom_log_get_rank() != b->comm->rank)
+    loom_log_set_rank(b->comm->rank);
   loomResult_t res = loomSuccess;
   if (b->started)
     batch_task_ended(b, ended);
@@ -141,6 +142,17 @@ static loomResult_t lock_all(struct loom_batch *bs, int n) {
   return loomSuccess;
 }
 
+/* Resets the run fields of a batch (the error text is written only on
+ * failure: not cleared, as this runs on every call). */
+static void batch_reset(struct loom_batch *b) {
+  b->started = b->next = b->p2p_posted = 0;
+  b->p2p = NULL;
+  b->np2p = 0;
+  b->unpack = b->bucket_first = b->bucket_n = 0;
+  b->posted.user_bufs = NULL;
+  b->res = loomSuccess;
+}
+
 loomResult_t loom_execute_batches(struct loom_batch *bs, int n) {
   struct loom_engine *one[1], **es = n == 1 ? one : malloc(sizeof *es * (size_t)n);
   if (es == NULL)
@@ -149,8 +161,7 @@ loomResult_t loom_execute_batches(struct loom_batch *bs, int n) {
   loomResult_t res = lock_all(bs, n);
   if (res == loomSuccess) {
     for (int i = 0; i < n; i++) {
-      bs[i] = (struct loom_batch){.comm = bs[i].comm, .calls = bs[i].calls,
-                                  .ncalls = bs[i].ncalls, .counted = bs[i].counted};
+      batch_reset(&bs[i]);
       es[i] = &bs[i].comm->engine;
     }
     res = loom_engine_drive(es, n, batch_next, bs);
@@ -165,14 +176,43 @@ loomResult_t loom_execute_batches(struct loom_batch *bs, int n) {
       res = bs[i].res;
       loom_set_last_error(bs[i].error);
     }
-  loom_log_set_rank(caller_rank);
+  if (loom_log_get_rank() != caller_rank)
+    loom_log_set_rank(caller_rank);
   if (es != one)
     free(es);
   return res;
 }
 
+/* One call, not a send or receive (the path of every blocking collective):
+ * posted and waited for here, without the batch's bookkeeping. */
+static loomResult_t execute_single(loomComm_t comm, const struct loom_call *c) {
+  pthread_mutex_lock(&comm->op_lock);
+  int caller_rank = loom_log_get_rank();
+  if (caller_rank != comm->rank)
+    loom_log_set_rank(comm->rank);
+  struct loom_posted p;
+  loomResult_t res = loom_comm_check_usable(comm, loom_coll_name(c->coll));
+  if (res == loomSuccess)
+    res = loom_execute_ensure_steps(comm, LOOM_SCHED_MAX_STEPS(comm->nranks));
+  if (res == loomSuccess && (res = loom_post_call(comm, c, c->coll, &p)) == loomSuccess)
+    res = loom_engine_wait(&comm->engine);
+  /* as batch_close */
+  if (res != loomSuccess && res != loomInvalidArgument && comm->async_error == loomSuccess)
+    loom_comm_set_broken(comm, res);
+  if (caller_rank != comm->rank)
+    loom_log_set_rank(caller_rank);
+  pthread_mutex_unlock(&comm->op_lock);
+  return res;
+}
+
 loomResult_t loom_execute(loomComm_t comm, struct loom_call *calls, int ncalls) {
-  struct loom_batch b = {.comm = comm, .calls = calls, .ncalls = ncalls};
+  if (ncalls == 1 && calls[0].coll != LOOM_COLL_SENDRECV)
+    return execute_single(comm, &calls[0]);
+  struct loom_batch b;
+  b.comm = comm;
+  b.calls = calls;
+  b.ncalls = ncalls;
+  b.counted = 0;
   return loom_execute_batches(&b, 1);
 }
 

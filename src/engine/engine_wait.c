@@ -246,9 +246,34 @@ loomResult_t loom_engine_wait(struct loom_engine *e) {
   return r->result;
 }
 
-/* Drives n engines; with nx, each starts with nx's first post. */
+/* Drives n engines with the bookkeeping in d; with nx, each starts with
+ * nx's first post. */
+static void drive_with(struct loom_engine *const *es, int n, const struct drive_next *nx,
+                       struct loom_engine_task **rs, unsigned char *live,
+                       struct drive_space *d) {
+  int caller_rank = loom_log_get_rank();
+  for (int i = 0; i < n; i++) {
+    rs[i] = es[i]->task;
+    live[i] = nx == NULL || (unsigned char)nx->fn(nx->arg, i, loomSuccess);
+  }
+  drive(rs, n, d, nx, live);
+  if (n > 1)
+    loom_log_set_rank(caller_rank);
+}
+
+/* Drives n engines: one on the stack (the path of every blocking call),
+ * several in allocated bookkeeping. */
 static loomResult_t drive_engines(struct loom_engine *const *es, int n,
                                   const struct drive_next *nx) {
+  if (n == 1) {
+    struct loom_engine_task *r, *still[1];
+    struct pollfd fds[ENGINE_MAX_POLL_FDS + 2];
+    int notice_at[1];
+    unsigned char live;
+    struct drive_space d = {still, fds, ENGINE_MAX_POLL_FDS + 2, notice_at};
+    drive_with(es, 1, nx, &r, &live, &d);
+    return loomSuccess;
+  }
   int cap = n * (ENGINE_MAX_POLL_FDS + 2);
   struct loom_engine_task **rs = malloc(sizeof *rs * (size_t)n * 2);
   struct pollfd *fds = malloc(sizeof *fds * (size_t)cap);
@@ -258,14 +283,8 @@ static loomResult_t drive_engines(struct loom_engine *const *es, int n,
   if (rs == NULL || fds == NULL || notice_at == NULL || live == NULL) {
     res = loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (engine wait)");
   } else {
-    int caller_rank = loom_log_get_rank();
-    for (int i = 0; i < n; i++) {
-      rs[i] = es[i]->task;
-      live[i] = nx == NULL || (unsigned char)nx->fn(nx->arg, i, loomSuccess);
-    }
     struct drive_space d = {rs + n, fds, cap, notice_at};
-    drive(rs, n, &d, nx, live);
-    loom_log_set_rank(caller_rank);
+    drive_with(es, n, nx, rs, live, &d);
   }
   free(rs);
   free(fds);

@@ -12,7 +12,7 @@
 #endif
 #include "ibverbs/ib_credit.h"
 #include "ibverbs/ib_ep.h"
-#include "ibverbs/ib_mr.h"
+#include "common/mr_cache.h"
 #include "ibverbs/ib_proto.h"
 #include "core/error.h"
 #include "check_expect.h"
@@ -92,7 +92,7 @@ static struct fake_mr *fake_find(struct fake_nic *n, uint32_t key, uintptr_t a, 
   return NULL;
 }
 
-static int nic_reg(void *arg, void *addr, size_t len, struct ib_mr_keys *out) {
+static int nic_reg(void *arg, void *addr, size_t len, struct loom_mr_keys *out) {
   struct fake_nic *n = arg;
   if (n->reg_fail)
     return n->reg_fail;
@@ -174,7 +174,7 @@ static void fake_complete_one(struct fake_qp *qp) {
 struct side {
   struct ib_ep ep;
   struct fake_qp qp;
-  struct ib_mr_cache mrs;
+  struct loom_mr_cache mrs;
   uint8_t *in, *out;
   uint32_t in_key, out_key;
   void *in_mr, *out_mr;
@@ -190,7 +190,7 @@ struct pair {
 };
 
 static uint32_t reg_region(struct fake_nic *n, void *p, size_t len, void **handle) {
-  struct ib_mr_keys k;
+  struct loom_mr_keys k;
   ck_assert_int_eq(nic_reg(n, p, len, &k), 0);
   *handle = k.handle;
   return k.rkey;
@@ -207,8 +207,8 @@ static void pair_init(struct pair *p, size_t max_write) {
     s->out = calloc(1, region);
     s->in_key = reg_region(&p->nic, s->in, region, &s->in_mr);
     s->out_key = reg_region(&p->nic, s->out, region, &s->out_mr);
-    struct ib_mr_ops ops = {.reg = nic_reg, .dereg = nic_dereg, .arg = &p->nic};
-    ck_assert_int_eq(ib_mr_cache_init(&s->mrs, &ops, 64, 1 << 30), 0);
+    struct loom_mr_ops ops = {.reg = nic_reg, .dereg = nic_dereg, .arg = &p->nic};
+    ck_assert_int_eq(loom_mr_cache_init(&s->mrs, &ops, 64, 1 << 30), 0);
     s->qp.nic = &p->nic;
     s->qp.peer = &p->s[1 - i].qp;
     s->qp.ep = &s->ep;
@@ -234,7 +234,7 @@ static void pair_fini(struct pair *p) {
   for (int i = 0; i < 2; i++) {
     struct side *s = &p->s[i];
     ib_ep_fini(&s->ep);
-    ib_mr_cache_fini(&s->mrs);
+    loom_mr_cache_fini(&s->mrs);
     nic_dereg(&p->nic, s->in_mr);
     nic_dereg(&p->nic, s->out_mr);
     free(s->in);
@@ -438,7 +438,7 @@ START_TEST(ep_rendezvous_reuses_registration) {
     ck_assert(s.done);
     ck_assert_int_eq(check_fill(dst, len, (unsigned)round), -1);
   }
-  struct ib_mr_stats s0 = ib_mr_cache_stats(&p.s[0].mrs), s1 = ib_mr_cache_stats(&p.s[1].mrs);
+  struct loom_mr_stats s0 = loom_mr_cache_stats(&p.s[0].mrs), s1 = loom_mr_cache_stats(&p.s[1].mrs);
   ck_assert(s0.misses == 1 && s0.hits == 4);
   ck_assert(s1.misses == 1 && s1.hits == 4);
   pair_fini(&p);

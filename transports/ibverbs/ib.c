@@ -8,7 +8,7 @@
  *   connect   RC queue pairs through rdma_cm (ib_connect.c)
  *   isend/irecv/progress  the data path of each connection (ib_ep.c) fed by
  *             its completion queue (ib_verbs.c)
- * Protocols and memory use: ib_ep.h; the registration cache: ib_mr.h.
+ * Protocols and memory use: ib_ep.h; the registration cache: common/mr_cache.h.
  */
 #include "config.h"
 #include "ib.h"
@@ -86,9 +86,9 @@ static loomResult_t ib_init(const struct loom_transport_comm *info, void **out, 
   ctx->channel = ibv_create_comp_channel(ctx->verbs);
   if (ctx->channel == NULL || set_nonblock(ctx->channel->fd) != 0)
     return init_fail(ctx, loomSystemError, "ibv_create_comp_channel", strerror(errno));
-  struct ib_mr_ops ops = ib_verbs_mr_ops_template;
+  struct loom_mr_ops ops = ib_verbs_mr_ops_template;
   ops.arg = ctx;
-  int rc = ib_mr_cache_init(&ctx->mrs, &ops, IB_MR_MAX_ENTRIES, IB_MR_MAX_BYTES);
+  int rc = loom_mr_cache_init(&ctx->mrs, &ops, IB_MR_MAX_ENTRIES, IB_MR_MAX_BYTES);
   if (rc != 0)
     return init_fail(ctx, loomSystemError, "registration cache", strerror(rc));
   ctx->mrs_ready = 1;
@@ -193,7 +193,7 @@ static void ib_fini(void *vctx) {
   for (int i = 0; i < ctx->nopen; i++)
     ib_conn_free(ctx->open[i]);
   if (ctx->mrs_ready)
-    ib_mr_cache_fini(&ctx->mrs);
+    loom_mr_cache_fini(&ctx->mrs);
   if (ctx->channel != NULL)
     ibv_destroy_comp_channel(ctx->channel);
   if (ctx->pd != NULL)

@@ -14,7 +14,7 @@
 
 #include "bootstrap/socket.h"
 #include "ib_ep.h"
-#include "ib_mr.h"
+#include "common/mr_cache.h"
 #include "ib_wire.h"
 #include "transport.h"
 
@@ -26,7 +26,7 @@
 /* Address blob: magic, then the rdma_cm listener (loom_sockaddr_encode). */
 #define IB_ADDR_MAGIC 0x4c494231u /* "LIB1" */
 #define IB_ADDR_BYTES 24
-/* Registration cache bounds (idle entries; see ib_mr.h). */
+/* Registration cache bounds (idle entries; see common/mr_cache.h). */
 #define IB_MR_MAX_ENTRIES 256
 #define IB_MR_MAX_BYTES ((size_t)4 << 30)
 /* Completions taken from a CQ at once. */
@@ -104,7 +104,7 @@ struct ib_ctx {
   struct rdma_event_channel *cm;
   struct rdma_cm_id *listen_id;
   uint8_t timeout, retry_cnt;
-  struct ib_mr_cache mrs;
+  struct loom_mr_cache mrs;
   int mrs_ready;
   int kick_fd;   /* eventfd made readable when stashed completions wait */
   int kicked;
@@ -125,7 +125,7 @@ void ib_conn_free(struct ib_conn *c);
 
 /* ib_verbs.c */
 extern const struct ib_nic_ops ib_verbs_nic;
-extern const struct ib_mr_ops ib_verbs_mr_ops_template; /* .arg = the ctx */
+extern const struct loom_mr_ops ib_verbs_mr_ops_template; /* .arg = the ctx */
 /* Creates the CQ, the QP on c->id, registers the regions and starts the
  * endpoint (receives posted). */
 loomResult_t ib_conn_setup_qp(struct ib_conn *c);

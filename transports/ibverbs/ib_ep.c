@@ -4,6 +4,7 @@
  * into the posted receive buffer, credits and completions.
  */
 #include "ib_ep.h"
+#include "common/msg_check.h"
 #include "core/error.h"
 
 #include <errno.h>
@@ -18,7 +19,7 @@ enum wr_kind { WR_SLOT = 1, WR_CTS, WR_DATA, WR_DATA_LAST, WR_CREDIT };
 
 struct ib_rdv_send {
   struct loom_xfer *x;
-  struct ib_mr_entry *mr;
+  struct loom_mr_entry *mr;
   uint32_t rdv;
   int cts;         /* the receiver's CTS arrived */
   uint64_t raddr;  /* from the CTS */
@@ -28,7 +29,7 @@ struct ib_rdv_send {
 
 struct ib_rdv_recv {
   struct loom_xfer *x;
-  struct ib_mr_entry *mr;
+  struct loom_mr_entry *mr;
   uint32_t rdv;
 };
 
@@ -117,13 +118,13 @@ void ib_ep_fini(struct ib_ep *ep) {
   struct ib_rdv_send *s;
   while ((s = ib_fifo_at(&ep->rdv_out, 0)) != NULL) {
     if (s->mr != NULL)
-      ib_mr_release(ep->cfg.mrs, s->mr);
+      loom_mr_release(ep->cfg.mrs, s->mr);
     ib_fifo_pop(&ep->rdv_out);
   }
   struct ib_rdv_recv *r;
   while ((r = ib_fifo_at(&ep->rdv_in, 0)) != NULL) {
     if (r->mr != NULL)
-      ib_mr_release(ep->cfg.mrs, r->mr);
+      loom_mr_release(ep->cfg.mrs, r->mr);
     ib_fifo_pop(&ep->rdv_in);
   }
   ib_fifo_free(&ep->sendq);
@@ -196,9 +197,9 @@ static int post_one_send(struct ib_ep *ep, struct loom_xfer *x, loomResult_t *re
   if (ep->tx.credits == 0 || ep->slot_busy[s] || !sq_room(ep))
     return 0;
   int eager = x->len <= eager_max(ep);
-  struct ib_mr_entry *mr = NULL;
+  struct loom_mr_entry *mr = NULL;
   if (!eager) {
-    int rc = ib_mr_acquire(ep->cfg.mrs, x->buf, x->len, &mr);
+    int rc = loom_mr_acquire(ep->cfg.mrs, x->buf, x->len, &mr);
     if (rc != 0) {
       *res = mr_error(ep, rc, x->buf, x->len);
       return 0;
@@ -223,7 +224,7 @@ static int post_one_send(struct ib_ep *ep, struct loom_xfer *x, loomResult_t *re
                     ep->cfg.remote_rkey, ib_imm_make(IB_IMM_SLOT, slot), 1);
   if (*res != loomSuccess) {
     if (mr != NULL)
-      ib_mr_release(ep->cfg.mrs, mr);
+      loom_mr_release(ep->cfg.mrs, mr);
     return 0;
   }
   ib_credit_rx_returned(&ep->rx, h.credits);
@@ -234,7 +235,7 @@ static int post_one_send(struct ib_ep *ep, struct loom_xfer *x, loomResult_t *re
   } else {
     struct ib_rdv_send rs = {.x = x, .mr = mr, .rdv = ep->rdv_sent++};
     if (ib_fifo_push(&ep->rdv_out, &rs) != 0) {
-      ib_mr_release(ep->cfg.mrs, mr);
+      loom_mr_release(ep->cfg.mrs, mr);
       *res = ib_ep_fail(ep, loomSystemError, "out of memory");
       return 0;
     }
@@ -287,26 +288,12 @@ static loomResult_t check_match(struct ib_ep *ep, const struct ib_msg_hdr *h,
     return ib_ep_fail(ep, loomRemoteError,
                       "corrupt stream (message %u arrived where %u was expected)", h->seq,
                       ep->recv_seq);
-  if (h->fp[0] != x->fp[0] || h->fp[1] != x->fp[1]) {
-    x->peer_fp[0] = h->fp[0];
-    x->peer_fp[1] = h->fp[1];
-    x->fp_mismatch = 1;
-    if (ep->failed == loomSuccess)
-      ep->failed = loom_error_record(loomInvalidUsage,
-                                     "rank %d: rank %d's message belongs to another call",
-                                     ep->cfg.rank, ep->cfg.peer);
+  loomResult_t res = loom_msg_check(x, h->fp[0], h->fp[1], h->len, ep->cfg.rank,
+                                    ep->cfg.peer, ep->failed == loomSuccess);
+  if (res != loomSuccess && ep->failed == loomSuccess)
+    ep->failed = res;
+  if (res != loomSuccess)
     return ep->failed;
-  }
-  if (h->len != x->len) {
-    if (ep->failed == loomSuccess)
-      ep->failed = loom_error_record(loomInvalidUsage,
-                                     "rank %d: rank %d sent a message of %llu bytes where %zu "
-                                     "were expected (did the ranks call different collectives "
-                                     "or counts?)",
-                                     ep->cfg.rank, ep->cfg.peer, (unsigned long long)h->len,
-                                     x->len);
-    return ep->failed;
-  }
   return loomSuccess;
 }
 
@@ -315,8 +302,8 @@ static int post_cts(struct ib_ep *ep, struct loom_xfer *x, loomResult_t *res) {
   uint32_t idx = ep->rdv_matched & (ep->cfg.rdv_slots - 1);
   if (ep->rdv_in.count >= ep->cfg.rdv_slots || ep->cts_busy[idx] || !sq_room(ep))
     return 0;
-  struct ib_mr_entry *mr;
-  int rc = ib_mr_acquire(ep->cfg.mrs, x->buf, x->len, &mr);
+  struct loom_mr_entry *mr;
+  int rc = loom_mr_acquire(ep->cfg.mrs, x->buf, x->len, &mr);
   if (rc != 0) {
     *res = mr_error(ep, rc, x->buf, x->len);
     return 0;
@@ -332,7 +319,7 @@ static int post_cts(struct ib_ep *ep, struct loom_xfer *x, loomResult_t *res) {
                     ep->cfg.remote_addr + ep->ring_bytes + (uint64_t)idx * IB_CTS_BYTES,
                     ep->cfg.remote_rkey, ib_imm_make(IB_IMM_CTS, c.rdv), 1);
   if (*res != loomSuccess) {
-    ib_mr_release(ep->cfg.mrs, mr);
+    loom_mr_release(ep->cfg.mrs, mr);
     return 0;
   }
   ib_credit_rx_returned(&ep->rx, c.credits);
@@ -426,7 +413,7 @@ loomResult_t ib_ep_send_done(struct ib_ep *ep, uint64_t wr_id) {
     struct ib_rdv_send *s = ib_fifo_at(&ep->rdv_out, 0);
     if (s == NULL || s->rdv != index || s->posted != s->x->len)
       return ib_ep_fail(ep, loomInternalError, "rendezvous %u completed out of order", index);
-    ib_mr_release(ep->cfg.mrs, s->mr);
+    loom_mr_release(ep->cfg.mrs, s->mr);
     s->x->done = 1;
     ib_fifo_pop(&ep->rdv_out);
     return loomSuccess;
@@ -480,7 +467,7 @@ static loomResult_t on_done(struct ib_ep *ep, uint32_t value) {
   if (r == NULL || ib_imm_value(r->rdv) != value)
     return ib_ep_fail(ep, loomRemoteError, "protocol error (rendezvous %u finished, none open)",
                       value);
-  ib_mr_release(ep->cfg.mrs, r->mr);
+  loom_mr_release(ep->cfg.mrs, r->mr);
   r->x->done = 1;
   ib_fifo_pop(&ep->rdv_in);
   return loomSuccess;

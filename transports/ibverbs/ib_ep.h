@@ -13,7 +13,7 @@
  *          payload into its staging slot and writes them into the peer's
  *          ring slot (imm SLOT); the send is done at once; the receiver
  *          checks fingerprint and length and copies out, freeing the slot
- *   rendezvous (larger): the sender registers its buffer (ib_mr.h) and
+ *   rendezvous (larger): the sender registers its buffer (common/mr_cache.h) and
  *          writes an RTS header into a slot; the receiver, once the
  *          matching receive is posted, registers the receive buffer and
  *          writes a CTS (address, rkey) into the sender's CTS table (imm
@@ -27,7 +27,7 @@
 
 #include "ib_credit.h"
 #include "ib_fifo.h"
-#include "ib_mr.h"
+#include "common/mr_cache.h"
 #include "ib_proto.h"
 #include "transport.h"
 
@@ -64,7 +64,7 @@ struct ib_ep_config {
   size_t max_write;     /* largest single RDMA write (the port's max_msg_sz) */
   const struct ib_nic_ops *nic;
   void *qp;
-  struct ib_mr_cache *mrs;
+  struct loom_mr_cache *mrs;
 };
 
 struct ib_ep {

@@ -56,7 +56,7 @@ const struct ib_nic_ops ib_verbs_nic = {.write = verbs_write, .post_recvs = verb
 
 /* ---- memory registration for the cache ---------------------------------------------- */
 
-static int verbs_reg(void *arg, void *addr, size_t len, struct ib_mr_keys *out) {
+static int verbs_reg(void *arg, void *addr, size_t len, struct loom_mr_keys *out) {
   struct ib_ctx *ctx = arg;
   int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
   struct ibv_mr *mr = NULL;
@@ -79,13 +79,13 @@ static void verbs_dereg(void *arg, void *handle) {
 }
 
 /* No unmap monitor: only registrations that follow the mapping stay
- * cached while idle (ib_mr.h). */
+ * cached while idle (common/mr_cache.h). */
 static int verbs_watch(void *arg, void *addr, size_t len) {
   (void)arg, (void)addr, (void)len;
   return -1;
 }
 
-const struct ib_mr_ops ib_verbs_mr_ops_template = {
+const struct loom_mr_ops ib_verbs_mr_ops_template = {
     .reg = verbs_reg, .dereg = verbs_dereg, .watch = verbs_watch};
 
 /* ---- a connection's CQ and QP ---------------------------------------------------------- */

@@ -19,12 +19,11 @@
 
 #include <rdma/fi_cm.h>
 
-static int mr_cache_reg(void *arg, void *start, size_t len, void **handle, void **desc) {
+static int mr_cache_reg(void *arg, void *start, size_t len, struct loom_mr_keys *out) {
   struct fid_mr *mr = NULL;
   if (ofi_mr_register(arg, start, len, &mr) != 0)
-    return -1;
-  *handle = mr;
-  *desc = fi_mr_desc(mr);
+    return EIO;
+  *out = (struct loom_mr_keys){.handle = mr, .desc = fi_mr_desc(mr)};
   return 0;
 }
 
@@ -41,7 +40,8 @@ static int may_sleep(struct ofi_ctx *ctx) {
 }
 
 int ofi_registration_on(struct ofi_ctx *ctx) {
-  if (ofi_mr_cache_init(&ctx->mr, OFI_MR_CACHE_ENTRIES, mr_cache_reg, mr_cache_dereg, ctx) != 0)
+  struct loom_mr_ops ops = {.reg = mr_cache_reg, .dereg = mr_cache_dereg, .arg = ctx};
+  if (loom_mr_cache_init(&ctx->mr, &ops, OFI_MR_CACHE_ENTRIES, OFI_MR_CACHE_BYTES) != 0)
     return -1;
   ctx->mr_local = 1;
   return 0;

@@ -101,48 +101,15 @@ int ofi_prov_is_fabric(const char *prov_name);
  * the reason (the providers found) in err when none matches. */
 int ofi_pick(const char *spec, const char *const *names, int n, char *err, size_t errlen);
 
-/* ---- ofi_mr.c: the registration cache ------------------------------------- */
+/* ---- registrations: common/mr_cache.h ---------------------------------------- */
 
-/* Registrations of user buffers, for providers that need them (FI_MR_LOCAL):
- * a bounded LRU of page-aligned ranges.  Loom cannot see free(): a range
- * freed and reused while cached would keep its old registration, so the
- * cache is small, per communicator, and ofi_mr_cache_invalidate drops
- * ranges Loom itself releases. */
-struct ofi_mr_entry {
-  uintptr_t start, end; /* registered bytes [start, end), page-aligned */
-  void *handle, *desc;
-  int refs;             /* posted operations using it */
-  int stale;            /* invalidated while in use: deregister at last put */
-  int cached;           /* 0: over capacity, deregistered at last put */
-  uint64_t last_use;
-};
-
-typedef int (*ofi_mr_reg_fn)(void *arg, void *start, size_t len, void **handle, void **desc);
-typedef void (*ofi_mr_dereg_fn)(void *arg, void *handle);
-
-struct ofi_mr_cache {
-  struct ofi_mr_entry **entries;
-  int count, cap;
-  uint64_t clock;
-  ofi_mr_reg_fn reg;
-  ofi_mr_dereg_fn dereg;
-  void *arg;
-  uint64_t hits, misses, evictions;
-};
-
+/* Registrations of user buffers, for providers that need them
+ * (FI_MR_LOCAL), in the cache the RDMA transports share: a bounded LRU of
+ * page-aligned ranges.  Loom cannot see free(): a range freed and reused
+ * while cached would keep its old registration, so the cache is small and
+ * per communicator. */
 #define OFI_MR_CACHE_ENTRIES 64
-
-int ofi_mr_cache_init(struct ofi_mr_cache *c, int cap, ofi_mr_reg_fn reg,
-                      ofi_mr_dereg_fn dereg, void *arg);
-/* A registration covering [buf, buf + len), registered on a miss (the
- * least recently used idle entry evicted when full).  NULL when
- * registration failed. */
-struct ofi_mr_entry *ofi_mr_cache_get(struct ofi_mr_cache *c, const void *buf, size_t len);
-void ofi_mr_cache_put(struct ofi_mr_cache *c, struct ofi_mr_entry *e);
-/* Drops every registration overlapping [buf, buf + len). */
-void ofi_mr_cache_invalidate(struct ofi_mr_cache *c, const void *buf, size_t len);
-/* Deregisters everything (entries still in use included). */
-void ofi_mr_cache_fini(struct ofi_mr_cache *c);
+#define OFI_MR_CACHE_BYTES ((size_t)1 << 30)
 
 /* ---- ofi_provider.c and ofi.c --------------------------------------------- */
 

@@ -8,6 +8,7 @@
 #define LOOM_TRANSPORT_OFI_FABRIC_H
 
 #include "ofi/ofi.h"
+#include "common/mr_cache.h"
 
 #include <rdma/fabric.h>
 #include <rdma/fi_domain.h>
@@ -33,7 +34,7 @@ struct ofi_req {
   uint64_t tag;
   int is_send;
   int busy;
-  struct ofi_mr_entry *mr; /* the user buffer's registration (FI_MR_LOCAL) */
+  struct loom_mr_entry *mr; /* the user buffer's registration (FI_MR_LOCAL) */
   void *hdr_desc;          /* the header's registration */
   uint8_t hdr[OFI_HDR_BYTES];
 };
@@ -64,7 +65,7 @@ struct ofi_ctx {
   int mr_local; /* FI_MR_LOCAL: buffers must be registered */
   int mr_endpoint;
   uint64_t mr_key;
-  struct ofi_mr_cache mr;
+  struct loom_mr_cache mr;
   size_t part_bytes; /* this end's payload per part */
   struct ofi_conn **conns; /* per rank */
   struct ofi_slab *slabs;

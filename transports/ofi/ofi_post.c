@@ -5,6 +5,7 @@
  * posted.
  */
 #include "ofi/ofi_fabric.h"
+#include "common/msg_check.h"
 #include "core/error.h"
 
 #include <stdlib.h>
@@ -56,7 +57,7 @@ static struct ofi_req *req_get(struct ofi_ctx *ctx) {
 
 static void req_put(struct ofi_ctx *ctx, struct ofi_req *r) {
   if (r->mr != NULL)
-    ofi_mr_cache_put(&ctx->mr, r->mr);
+    loom_mr_release(&ctx->mr, r->mr);
   r->mr = NULL;
   r->busy = 0;
   r->x = NULL;
@@ -68,10 +69,10 @@ void ofi_reqs_free(struct ofi_ctx *ctx) {
   for (struct ofi_slab *s = ctx->slabs; s != NULL; s = s->next)
     for (int i = 0; i < SLAB_REQS; i++)
       if (s->reqs[i].busy && s->reqs[i].mr != NULL) {
-        ofi_mr_cache_put(&ctx->mr, s->reqs[i].mr);
+        loom_mr_release(&ctx->mr, s->reqs[i].mr);
         s->reqs[i].mr = NULL;
       }
-  ofi_mr_cache_fini(&ctx->mr);
+  loom_mr_cache_fini(&ctx->mr);
   while (ctx->slabs != NULL) {
     struct ofi_slab *s = ctx->slabs;
     ctx->slabs = s->next;
@@ -115,7 +116,7 @@ static ssize_t try_post(struct ofi_req *r) {
   if (r->x != NULL && r->len > 0) {
     iov[1].iov_base = (char *)r->x->buf + r->offset;
     iov[1].iov_len = r->len;
-    desc[1] = r->mr != NULL ? r->mr->desc : NULL;
+    desc[1] = r->mr != NULL ? r->mr->keys.desc : NULL;
     n = 2;
   }
   if (r->is_send)
@@ -219,7 +220,8 @@ loomResult_t ofi_post(struct ofi_conn *c, struct loom_xfer *x, int is_send) {
       memset(r->hdr, 0, sizeof r->hdr); /* a truncated message may leave it unwritten */
     }
     if (ctx->mr_local && r->len > 0 &&
-        (r->mr = ofi_mr_cache_get(&ctx->mr, (char *)x->buf + r->offset, r->len)) == NULL) {
+        loom_mr_acquire(&ctx->mr, (char *)x->buf + r->offset, r->len, &r->mr) != 0) {
+      r->mr = NULL;
       req_put(ctx, r);
       loom_error_record(loomSystemError,
                         "rank %d: ofi (%s): registering %zu bytes at %p for rank %d failed "
@@ -287,20 +289,13 @@ static loomResult_t check_recv(struct ofi_req *r, size_t got) {
                       ctx->rank, peer);
     return fail(ctx, peer, loomRemoteError);
   }
-  if (h.fp[0] != x->fp[0] || h.fp[1] != x->fp[1]) {
-    x->peer_fp[0] = h.fp[0];
-    x->peer_fp[1] = h.fp[1];
-    x->fp_mismatch = 1;
-    loom_error_record(loomInvalidUsage, "rank %d: rank %d's message belongs to another call",
-                      ctx->rank, peer);
+  if (loom_msg_check(x, h.fp[0], h.fp[1], h.msg_len, ctx->rank, peer, 1) != loomSuccess)
     return fail(ctx, peer, loomInvalidUsage);
-  }
-  if (h.msg_len != x->len || got != OFI_HDR_BYTES + r->len) {
-    loom_error_record(loomInvalidUsage,
-                      "rank %d: rank %d sent a message of %llu bytes where %zu were expected "
-                      "(did the ranks call different collectives or counts?)",
-                      ctx->rank, peer, (unsigned long long)h.msg_len, x->len);
-    return fail(ctx, peer, loomInvalidUsage);
+  if (got != OFI_HDR_BYTES + r->len) { /* same call and length: the same parts */
+    loom_error_record(loomRemoteError, "rank %d: ofi: corrupt message from rank %d (part of "
+                      "%zu bytes where %zu were expected)", ctx->rank, peer,
+                      got - OFI_HDR_BYTES, r->len);
+    return fail(ctx, peer, loomRemoteError);
   }
   return loomSuccess;
 }

@@ -5,6 +5,7 @@
  * gone (pid liveness) instead of waiting out the timeout.
  */
 #include "shm.h"
+#include "common/msg_check.h"
 #include "core/error.h"
 #include "core/timeutil.h"
 
@@ -402,18 +403,14 @@ static struct shm_cell_hdr *arrived_cell(struct shm_conn *c, struct loom_xfer *x
   struct shm_cell_hdr *cell = cell_at(c, c->in_cells, c->next_read);
   if (__atomic_load_n(&cell->seq, __ATOMIC_ACQUIRE) != c->next_read + 1)
     return NULL;
-  if (cell->fp[0] != x->fp[0] || cell->fp[1] != x->fp[1]) {
-    x->peer_fp[0] = cell->fp[0];
-    x->peer_fp[1] = cell->fp[1];
-    x->fp_mismatch = 1;
-    fail_conn(c, loomInvalidUsage, "rank %d: rank %d's message belongs to another call%s", "");
+  if (loom_msg_check(x, cell->fp[0], cell->fp[1], cell->total, c->ctx->rank, c->peer,
+                     c->failed == loomSuccess) != loomSuccess) {
+    if (c->failed == loomSuccess)
+      c->failed = loomInvalidUsage;
     return NULL;
   }
-  if (cell->total != x->len || c->recv_off + cell->len > x->len) {
-    char detail[96];
-    snprintf(detail, sizeof detail, ": %llu bytes where %zu were expected",
-             (unsigned long long)cell->total, x->len);
-    fail_conn(c, loomInvalidUsage, "rank %d: rank %d sent a message of another size%s", detail);
+  if (c->recv_off + cell->len > x->len) { /* same call and length: a torn cell */
+    fail_conn(c, loomRemoteError, "rank %d: corrupt cell from rank %d%s", "");
     return NULL;
   }
   return cell;

@@ -5,6 +5,7 @@
  */
 #include "tcp.h"
 #include "bootstrap/wire.h"
+#include "common/msg_check.h"
 #include "core/error.h"
 
 #include <errno.h>
@@ -144,31 +145,20 @@ static loomResult_t progress_send(struct tcp_conn *c, struct tcp_sock *s, int *p
 }
 
 static loomResult_t check_hdr(struct tcp_conn *c, const struct tcp_part *p) {
-  uint64_t msg_len = get_u64(p->hdr + 8);
   if (loom_get_u32(p->hdr) != TCP_PART_MAGIC)
     return fail_conn(c, loomRemoteError, "corrupt stream (bad part header)", 0);
   struct loom_xfer *x = p->xfer;
-  uint64_t fp0 = get_u64(p->hdr + 16), fp1 = get_u64(p->hdr + 24);
-  if (fp0 != x->fp[0] || fp1 != x->fp[1]) {
-    x->peer_fp[0] = fp0;
-    x->peer_fp[1] = fp1;
-    x->fp_mismatch = 1;
+  loomResult_t res = loom_msg_check(x, get_u64(p->hdr + 16), get_u64(p->hdr + 24),
+                                    get_u64(p->hdr + 8), c->ctx->rank, c->peer,
+                                    c->failed == loomSuccess);
+  if (res != loomSuccess) {
     if (c->failed == loomSuccess)
-      c->failed = loom_error_record(loomInvalidUsage,
-                                    "rank %d: rank %d's message belongs to another call",
-                                    c->ctx->rank, c->peer);
+      c->failed = res;
     return c->failed;
   }
-  if (msg_len != p->xfer->len || loom_get_u32(p->hdr + 4) != p->len) {
-    if (c->failed == loomSuccess)
-      c->failed = loom_error_record(loomInvalidUsage,
-                             "rank %d: rank %d sent a message of %llu bytes where "
-                             "%zu were expected (did the ranks call different "
-                             "collectives or counts?)",
-                             c->ctx->rank, c->peer, (unsigned long long)msg_len,
-                             p->xfer->len);
-    return c->failed;
-  }
+  /* same call and length, so both sides cut the same parts */
+  if (loom_get_u32(p->hdr + 4) != p->len)
+    return fail_conn(c, loomRemoteError, "corrupt stream (bad part length)", 0);
   return loomSuccess;
 }
 

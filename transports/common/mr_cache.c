@@ -1,25 +1,25 @@
 /*
- * ib_mr.c — the memory-registration cache (behaviour in ib_mr.h): lookup
+ * common/mr_cache.c — the memory-registration cache (behaviour in common/mr_cache.h): lookup
  * by covering range, LRU eviction of idle entries by count and bytes,
  * invalidation of overlapping ranges, and the process-wide list of caches.
  *
  * Lookups scan the LRU list: the cache holds a few hundred entries at
  * most, and the most recently used (the engine's buffers) come first.
  */
-#include "ib_mr.h"
+#include "common/mr_cache.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <unistd.h>
 
 static pthread_mutex_t caches_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct ib_mr_cache *caches;
+static struct loom_mr_cache *caches;
 
-int ib_mr_cache_init(struct ib_mr_cache *c, const struct ib_mr_ops *ops,
+int loom_mr_cache_init(struct loom_mr_cache *c, const struct loom_mr_ops *ops,
                      size_t max_entries, size_t max_bytes) {
   if (ops == NULL || ops->reg == NULL || ops->dereg == NULL)
     return EINVAL;
-  *c = (struct ib_mr_cache){.ops = *ops, .max_entries = max_entries, .max_bytes = max_bytes};
+  *c = (struct loom_mr_cache){.ops = *ops, .max_entries = max_entries, .max_bytes = max_bytes};
   long page = sysconf(_SC_PAGESIZE);
   c->page = page > 0 ? (size_t)page : 4096;
   int rc = pthread_mutex_init(&c->lock, NULL);
@@ -32,7 +32,7 @@ int ib_mr_cache_init(struct ib_mr_cache *c, const struct ib_mr_ops *ops,
   return 0;
 }
 
-static void lru_unlink(struct ib_mr_cache *c, struct ib_mr_entry *e) {
+static void lru_unlink(struct loom_mr_cache *c, struct loom_mr_entry *e) {
   if (e->prev != NULL)
     e->prev->next = e->next;
   else
@@ -46,7 +46,7 @@ static void lru_unlink(struct ib_mr_cache *c, struct ib_mr_entry *e) {
   c->bytes -= e->end - e->start;
 }
 
-static void lru_push_front(struct ib_mr_cache *c, struct ib_mr_entry *e) {
+static void lru_push_front(struct loom_mr_cache *c, struct loom_mr_entry *e) {
   e->prev = NULL;
   e->next = c->head;
   if (c->head != NULL)
@@ -58,7 +58,7 @@ static void lru_push_front(struct ib_mr_cache *c, struct ib_mr_entry *e) {
   c->bytes += e->end - e->start;
 }
 
-static void destroy_entry(struct ib_mr_cache *c, struct ib_mr_entry *e) {
+static void destroy_entry(struct loom_mr_cache *c, struct loom_mr_entry *e) {
   if (e->watched && c->ops.unwatch != NULL)
     c->ops.unwatch(c->ops.arg, (void *)e->start, e->end - e->start);
   c->ops.dereg(c->ops.arg, e->keys.handle);
@@ -67,10 +67,10 @@ static void destroy_entry(struct ib_mr_cache *c, struct ib_mr_entry *e) {
 
 /* Deregisters idle entries, least recently used first, while the cache
  * is over its bounds (all of them with force). */
-static void trim(struct ib_mr_cache *c, int force) {
-  struct ib_mr_entry *e = c->tail;
+static void trim(struct loom_mr_cache *c, int force) {
+  struct loom_mr_entry *e = c->tail;
   while (e != NULL && (force || c->nentries > c->max_entries || c->bytes > c->max_bytes)) {
-    struct ib_mr_entry *prev = e->prev;
+    struct loom_mr_entry *prev = e->prev;
     if (e->refs == 0) {
       lru_unlink(c, e);
       destroy_entry(c, e);
@@ -80,21 +80,21 @@ static void trim(struct ib_mr_cache *c, int force) {
   }
 }
 
-static struct ib_mr_entry *lookup(struct ib_mr_cache *c, uintptr_t a, uintptr_t b) {
-  for (struct ib_mr_entry *e = c->head; e != NULL; e = e->next)
+static struct loom_mr_entry *lookup(struct loom_mr_cache *c, uintptr_t a, uintptr_t b) {
+  for (struct loom_mr_entry *e = c->head; e != NULL; e = e->next)
     if (e->start <= a && b <= e->end)
       return e;
   return NULL;
 }
 
-int ib_mr_acquire(struct ib_mr_cache *c, const void *addr, size_t len,
-                  struct ib_mr_entry **out) {
+int loom_mr_acquire(struct loom_mr_cache *c, const void *addr, size_t len,
+                  struct loom_mr_entry **out) {
   uintptr_t a = (uintptr_t)addr;
   if (len == 0 || a + len < a)
     return EINVAL;
   uintptr_t b = a + len;
   pthread_mutex_lock(&c->lock);
-  struct ib_mr_entry *e = lookup(c, a, b);
+  struct loom_mr_entry *e = lookup(c, a, b);
   if (e != NULL) {
     c->stats.hits++;
     if (e != c->head) { /* most recently used first */
@@ -142,15 +142,15 @@ int ib_mr_acquire(struct ib_mr_cache *c, const void *addr, size_t len,
   return 0;
 }
 
-static void zombie_remove(struct ib_mr_cache *c, struct ib_mr_entry *e) {
-  for (struct ib_mr_entry **p = &c->zombies; *p != NULL; p = &(*p)->next)
+static void zombie_remove(struct loom_mr_cache *c, struct loom_mr_entry *e) {
+  for (struct loom_mr_entry **p = &c->zombies; *p != NULL; p = &(*p)->next)
     if (*p == e) {
       *p = e->next;
       return;
     }
 }
 
-void ib_mr_release(struct ib_mr_cache *c, struct ib_mr_entry *e) {
+void loom_mr_release(struct loom_mr_cache *c, struct loom_mr_entry *e) {
   pthread_mutex_lock(&c->lock);
   if (--e->refs == 0) {
     if (e->invalid) {
@@ -167,7 +167,7 @@ void ib_mr_release(struct ib_mr_cache *c, struct ib_mr_entry *e) {
   pthread_mutex_unlock(&c->lock);
 }
 
-size_t ib_mr_invalidate(struct ib_mr_cache *c, const void *addr, size_t len) {
+size_t loom_mr_invalidate(struct loom_mr_cache *c, const void *addr, size_t len) {
   uintptr_t a = (uintptr_t)addr, b = a + len;
   if (len == 0)
     return 0;
@@ -175,9 +175,9 @@ size_t ib_mr_invalidate(struct ib_mr_cache *c, const void *addr, size_t len) {
     b = UINTPTR_MAX;
   size_t n = 0;
   pthread_mutex_lock(&c->lock);
-  struct ib_mr_entry *e = c->head;
+  struct loom_mr_entry *e = c->head;
   while (e != NULL) {
-    struct ib_mr_entry *next = e->next;
+    struct loom_mr_entry *next = e->next;
     if (e->start < b && a < e->end) { /* overlaps */
       lru_unlink(c, e);
       n++;
@@ -196,16 +196,16 @@ size_t ib_mr_invalidate(struct ib_mr_cache *c, const void *addr, size_t len) {
   return n;
 }
 
-struct ib_mr_stats ib_mr_cache_stats(struct ib_mr_cache *c) {
+struct loom_mr_stats loom_mr_cache_stats(struct loom_mr_cache *c) {
   pthread_mutex_lock(&c->lock);
-  struct ib_mr_stats s = c->stats;
+  struct loom_mr_stats s = c->stats;
   pthread_mutex_unlock(&c->lock);
   return s;
 }
 
-void ib_mr_cache_fini(struct ib_mr_cache *c) {
+void loom_mr_cache_fini(struct loom_mr_cache *c) {
   pthread_mutex_lock(&caches_lock);
-  for (struct ib_mr_cache **p = &caches; *p != NULL; p = &(*p)->next_cache)
+  for (struct loom_mr_cache **p = &caches; *p != NULL; p = &(*p)->next_cache)
     if (*p == c) {
       *p = c->next_cache;
       break;
@@ -213,12 +213,12 @@ void ib_mr_cache_fini(struct ib_mr_cache *c) {
   pthread_mutex_unlock(&caches_lock);
   pthread_mutex_lock(&c->lock);
   while (c->head != NULL) {
-    struct ib_mr_entry *e = c->head;
+    struct loom_mr_entry *e = c->head;
     lru_unlink(c, e);
     destroy_entry(c, e);
   }
   while (c->zombies != NULL) {
-    struct ib_mr_entry *e = c->zombies;
+    struct loom_mr_entry *e = c->zombies;
     c->zombies = e->next;
     destroy_entry(c, e);
   }
@@ -226,11 +226,11 @@ void ib_mr_cache_fini(struct ib_mr_cache *c) {
   pthread_mutex_destroy(&c->lock);
 }
 
-size_t loom_ib_mr_invalidate(const void *addr, size_t len) {
+size_t loom_mr_invalidate_all(const void *addr, size_t len) {
   size_t n = 0;
   pthread_mutex_lock(&caches_lock);
-  for (struct ib_mr_cache *c = caches; c != NULL; c = c->next_cache)
-    n += ib_mr_invalidate(c, addr, len);
+  for (struct loom_mr_cache *c = caches; c != NULL; c = c->next_cache)
+    n += loom_mr_invalidate(c, addr, len);
   pthread_mutex_unlock(&caches_lock);
   return n;
 }

@@ -10,7 +10,7 @@
 #define _GNU_SOURCE
 #endif
 #include "ibverbs/ib_credit.h"
-#include "ibverbs/ib_fifo.h"
+#include "common/fifo.h"
 #include "ibverbs/ib_proto.h"
 #include "ibverbs/ib_select.h"
 #include "ibverbs/ib_wire.h"
@@ -343,21 +343,21 @@ END_TEST
 /* ---- ib_fifo ------------------------------------------------------------------------- */
 
 START_TEST(fifo_order_and_growth) {
-  struct ib_fifo q;
-  ib_fifo_init(&q, sizeof(int));
+  struct loom_fifo q;
+  loom_fifo_init(&q, sizeof(int));
   int next_out = 0;
   for (int i = 0; i < 1000; i++) {
-    ck_assert_int_eq(ib_fifo_push(&q, &i), 0);
+    ck_assert_int_eq(loom_fifo_push(&q, &i), 0);
     if (i % 3 == 0) {
-      ck_assert_int_eq(*(int *)ib_fifo_at(&q, 0), next_out++);
-      ib_fifo_pop(&q);
+      ck_assert_int_eq(*(int *)loom_fifo_at(&q, 0), next_out++);
+      loom_fifo_pop(&q);
     }
   }
   ck_assert_uint_eq(q.count, 1000 - 334);
   for (size_t i = 0; i < q.count; i++)
-    ck_assert_int_eq(*(int *)ib_fifo_at(&q, i), next_out + (int)i);
-  ck_assert_ptr_null(ib_fifo_at(&q, q.count));
-  ib_fifo_free(&q);
+    ck_assert_int_eq(*(int *)loom_fifo_at(&q, i), next_out + (int)i);
+  ck_assert_ptr_null(loom_fifo_at(&q, q.count));
+  loom_fifo_free(&q);
 }
 END_TEST
 

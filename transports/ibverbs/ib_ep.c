@@ -80,10 +80,10 @@ loomResult_t ib_ep_init(struct ib_ep *ep, const struct ib_ep_config *cfg) {
                              "of %u bytes, %u credits, %u rendezvous entries)",
                              cfg->rank, cfg->peer, cfg->nslots, cfg->slot_bytes,
                              cfg->credits, cfg->rdv_slots);
-  ib_fifo_init(&ep->sendq, sizeof(struct loom_xfer *));
-  ib_fifo_init(&ep->recvq, sizeof(struct loom_xfer *));
-  ib_fifo_init(&ep->rdv_out, sizeof(struct ib_rdv_send));
-  ib_fifo_init(&ep->rdv_in, sizeof(struct ib_rdv_recv));
+  loom_fifo_init(&ep->sendq, sizeof(struct loom_xfer *));
+  loom_fifo_init(&ep->recvq, sizeof(struct loom_xfer *));
+  loom_fifo_init(&ep->rdv_out, sizeof(struct ib_rdv_send));
+  loom_fifo_init(&ep->rdv_in, sizeof(struct ib_rdv_recv));
   ep->slot_busy = calloc(cfg->nslots, 1);
   ep->cts_busy = calloc(cfg->rdv_slots, 1);
   if (ep->slot_busy == NULL || ep->cts_busy == NULL) {
@@ -116,21 +116,21 @@ loomResult_t ib_ep_start(struct ib_ep *ep) {
 
 void ib_ep_fini(struct ib_ep *ep) {
   struct ib_rdv_send *s;
-  while ((s = ib_fifo_at(&ep->rdv_out, 0)) != NULL) {
+  while ((s = loom_fifo_at(&ep->rdv_out, 0)) != NULL) {
     if (s->mr != NULL)
       loom_mr_release(ep->cfg.mrs, s->mr);
-    ib_fifo_pop(&ep->rdv_out);
+    loom_fifo_pop(&ep->rdv_out);
   }
   struct ib_rdv_recv *r;
-  while ((r = ib_fifo_at(&ep->rdv_in, 0)) != NULL) {
+  while ((r = loom_fifo_at(&ep->rdv_in, 0)) != NULL) {
     if (r->mr != NULL)
       loom_mr_release(ep->cfg.mrs, r->mr);
-    ib_fifo_pop(&ep->rdv_in);
+    loom_fifo_pop(&ep->rdv_in);
   }
-  ib_fifo_free(&ep->sendq);
-  ib_fifo_free(&ep->recvq);
-  ib_fifo_free(&ep->rdv_out);
-  ib_fifo_free(&ep->rdv_in);
+  loom_fifo_free(&ep->sendq);
+  loom_fifo_free(&ep->recvq);
+  loom_fifo_free(&ep->rdv_out);
+  loom_fifo_free(&ep->rdv_in);
   free(ep->slot_busy);
   free(ep->cts_busy);
   ep->slot_busy = ep->cts_busy = NULL;
@@ -143,7 +143,7 @@ loomResult_t ib_ep_isend(struct ib_ep *ep, struct loom_xfer *x) {
     return ep->failed;
   x->done = 0;
   x->fp_mismatch = 0;
-  if (ib_fifo_push(&ep->sendq, &x) != 0)
+  if (loom_fifo_push(&ep->sendq, &x) != 0)
     return loom_error_record(loomSystemError, "out of memory queueing a message for rank %d",
                              ep->cfg.peer);
   return loomSuccess;
@@ -154,7 +154,7 @@ loomResult_t ib_ep_irecv(struct ib_ep *ep, struct loom_xfer *x) {
     return ep->failed;
   x->done = 0;
   x->fp_mismatch = 0;
-  if (ib_fifo_push(&ep->recvq, &x) != 0)
+  if (loom_fifo_push(&ep->recvq, &x) != 0)
     return loom_error_record(loomSystemError, "out of memory queueing a receive from rank %d",
                              ep->cfg.peer);
   return loomSuccess;
@@ -234,7 +234,7 @@ static int post_one_send(struct ib_ep *ep, struct loom_xfer *x, loomResult_t *re
     x->done = 1; /* copied: the caller may reuse its buffer */
   } else {
     struct ib_rdv_send rs = {.x = x, .mr = mr, .rdv = ep->rdv_sent++};
-    if (ib_fifo_push(&ep->rdv_out, &rs) != 0) {
+    if (loom_fifo_push(&ep->rdv_out, &rs) != 0) {
       loom_mr_release(ep->cfg.mrs, mr);
       *res = ib_ep_fail(ep, loomSystemError, "out of memory");
       return 0;
@@ -245,11 +245,11 @@ static int post_one_send(struct ib_ep *ep, struct loom_xfer *x, loomResult_t *re
 
 static loomResult_t post_sends(struct ib_ep *ep, int *progressed) {
   struct loom_xfer **xp;
-  while ((xp = ib_fifo_at(&ep->sendq, 0)) != NULL) {
+  while ((xp = loom_fifo_at(&ep->sendq, 0)) != NULL) {
     loomResult_t res = loomSuccess;
     if (!post_one_send(ep, *xp, &res))
       return res;
-    ib_fifo_pop(&ep->sendq);
+    loom_fifo_pop(&ep->sendq);
     *progressed = 1;
   }
   return loomSuccess;
@@ -259,7 +259,7 @@ static loomResult_t post_sends(struct ib_ep *ep, int *progressed) {
  * send queue has room. */
 static loomResult_t post_rdv_data(struct ib_ep *ep, int *progressed) {
   for (size_t i = 0; i < ep->rdv_out.count; i++) {
-    struct ib_rdv_send *s = ib_fifo_at(&ep->rdv_out, i);
+    struct ib_rdv_send *s = loom_fifo_at(&ep->rdv_out, i);
     if (!s->cts)
       return loomSuccess; /* CTS arrive in order: none further either */
     while (s->posted < s->x->len) {
@@ -325,7 +325,7 @@ static int post_cts(struct ib_ep *ep, struct loom_xfer *x, loomResult_t *res) {
   ib_credit_rx_returned(&ep->rx, c.credits);
   ep->cts_busy[idx] = 1;
   struct ib_rdv_recv rr = {.x = x, .mr = mr, .rdv = ep->rdv_matched++};
-  if (ib_fifo_push(&ep->rdv_in, &rr) != 0) {
+  if (loom_fifo_push(&ep->rdv_in, &rr) != 0) {
     *res = ib_ep_fail(ep, loomSystemError, "out of memory");
     return 0;
   }
@@ -335,7 +335,7 @@ static int post_cts(struct ib_ep *ep, struct loom_xfer *x, loomResult_t *res) {
 static loomResult_t match_recvs(struct ib_ep *ep, int *progressed) {
   struct loom_xfer **xp;
   uint32_t slot;
-  while (ib_credit_rx_pending(&ep->rx, &slot) > 0 && (xp = ib_fifo_at(&ep->recvq, 0)) != NULL) {
+  while (ib_credit_rx_pending(&ep->rx, &slot) > 0 && (xp = loom_fifo_at(&ep->recvq, 0)) != NULL) {
     struct loom_xfer *x = *xp;
     const uint8_t *in = ep->cfg.in + (size_t)slot * ep->cfg.slot_bytes;
     struct ib_msg_hdr h;
@@ -351,7 +351,7 @@ static loomResult_t match_recvs(struct ib_ep *ep, int *progressed) {
       if (!post_cts(ep, x, &res))
         return res;
     }
-    ib_fifo_pop(&ep->recvq);
+    loom_fifo_pop(&ep->recvq);
     ep->recv_seq++;
     ib_credit_rx_release(&ep->rx);
     *progressed = 1;
@@ -410,12 +410,12 @@ loomResult_t ib_ep_send_done(struct ib_ep *ep, uint64_t wr_id) {
   case WR_DATA_LAST: {
     /* Send completions come in posting order, and rendezvous data is
      * posted in RTS order: the finished one is the oldest. */
-    struct ib_rdv_send *s = ib_fifo_at(&ep->rdv_out, 0);
+    struct ib_rdv_send *s = loom_fifo_at(&ep->rdv_out, 0);
     if (s == NULL || s->rdv != index || s->posted != s->x->len)
       return ib_ep_fail(ep, loomInternalError, "rendezvous %u completed out of order", index);
     loom_mr_release(ep->cfg.mrs, s->mr);
     s->x->done = 1;
-    ib_fifo_pop(&ep->rdv_out);
+    loom_fifo_pop(&ep->rdv_out);
     return loomSuccess;
   }
   }
@@ -449,7 +449,7 @@ static loomResult_t on_cts(struct ib_ep *ep, uint32_t value) {
     return ib_ep_fail(ep, loomRemoteError, "protocol error (unexpected CTS %u)", value);
   /* rdv_out holds rendezvous rdv_sent - count .. rdv_sent - 1, oldest first. */
   uint32_t first = ep->rdv_sent - (uint32_t)ep->rdv_out.count;
-  struct ib_rdv_send *s = ib_fifo_at(&ep->rdv_out, (uint32_t)(c.rdv - first));
+  struct ib_rdv_send *s = loom_fifo_at(&ep->rdv_out, (uint32_t)(c.rdv - first));
   if (s == NULL || s->rdv != c.rdv || s->cts || c.len != s->x->len)
     return ib_ep_fail(ep, loomRemoteError, "protocol error (CTS %u matches no rendezvous)", c.rdv);
   if (ib_credit_tx_give(&ep->tx, c.credits) != 0)
@@ -463,13 +463,13 @@ static loomResult_t on_cts(struct ib_ep *ep, uint32_t value) {
 }
 
 static loomResult_t on_done(struct ib_ep *ep, uint32_t value) {
-  struct ib_rdv_recv *r = ib_fifo_at(&ep->rdv_in, 0);
+  struct ib_rdv_recv *r = loom_fifo_at(&ep->rdv_in, 0);
   if (r == NULL || ib_imm_value(r->rdv) != value)
     return ib_ep_fail(ep, loomRemoteError, "protocol error (rendezvous %u finished, none open)",
                       value);
   loom_mr_release(ep->cfg.mrs, r->mr);
   r->x->done = 1;
-  ib_fifo_pop(&ep->rdv_in);
+  loom_fifo_pop(&ep->rdv_in);
   return loomSuccess;
 }
 

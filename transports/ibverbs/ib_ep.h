@@ -26,7 +26,7 @@
 #define LOOM_TRANSPORT_IB_EP_H
 
 #include "ib_credit.h"
-#include "ib_fifo.h"
+#include "common/fifo.h"
 #include "common/mr_cache.h"
 #include "ib_proto.h"
 #include "transport.h"
@@ -73,10 +73,10 @@ struct ib_ep {
   uint32_t sq_depth, rq_depth, sq_used, rq_missing;
   struct ib_credit_tx tx;
   struct ib_credit_rx rx;
-  struct ib_fifo sendq;   /* struct loom_xfer *: posted, not yet announced */
-  struct ib_fifo recvq;   /* struct loom_xfer *: posted, not yet matched */
-  struct ib_fifo rdv_out; /* struct ib_rdv_send: RTS sent, data not yet complete */
-  struct ib_fifo rdv_in;  /* struct ib_rdv_recv: CTS sent, DONE not yet seen */
+  struct loom_fifo sendq;   /* struct loom_xfer *: posted, not yet announced */
+  struct loom_fifo recvq;   /* struct loom_xfer *: posted, not yet matched */
+  struct loom_fifo rdv_out; /* struct ib_rdv_send: RTS sent, data not yet complete */
+  struct loom_fifo rdv_in;  /* struct ib_rdv_recv: CTS sent, DONE not yet seen */
   uint32_t send_seq, recv_seq; /* messages announced / matched */
   uint32_t rdv_sent;           /* RTS sent (numbers the sender's rendezvous) */
   uint32_t rdv_matched;        /* RTS matched (numbers the receiver's CTS) */

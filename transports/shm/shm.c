@@ -5,6 +5,7 @@
  * gone (pid liveness) instead of waiting out the timeout.
  */
 #include "shm.h"
+#include "common/fifo.h"
 #include "common/msg_check.h"
 #include "core/error.h"
 #include "core/timeutil.h"
@@ -43,11 +44,6 @@ _Static_assert((SHM_CELLS_FEW_RANKS & (SHM_CELLS_FEW_RANKS - 1)) == 0 &&
 static const volatile uint64_t shm_probe_word = SHM_PROBE_MAGIC;
 #define SHM_PID_CHECK_NS 50000000ull /* look for dead peers every 50 ms of stillness */
 
-struct xferq {
-  struct loom_xfer **items;
-  size_t head, count, cap;
-};
-
 struct shm_conn {
   struct shm_ctx *ctx;
   int peer;
@@ -61,13 +57,13 @@ struct shm_conn {
   uint64_t ncells;    /* per FIFO (both directions) */
   uint64_t tail_seen; /* the consumer's tail as last read (a lower bound) */
   uint64_t next_write, next_read; /* cell indices */
-  struct xferq sendq, recvq;
+  struct loom_fifo sendq, recvq; /* of struct loom_xfer * */
   size_t send_off, recv_off; /* bytes done of the front messages */
   loomResult_t failed;
   /* single copy: the peer reads our buffer itself and counts it done */
   int cma;
   uint64_t probe_addr;  /* the peer's probe word, in its address space */
-  struct xferq ackq;    /* sends the peer has still to read */
+  struct loom_fifo ackq; /* sends the peer has still to read */
   uint64_t cma_acked;   /* of those, how many we saw it finish */
   uint64_t cma_read;    /* single-copy messages we read from the peer */
   int peek_ok; /* receives may be read in place (loom_shm_peek) */
@@ -84,30 +80,11 @@ struct shm_ctx {
   unsigned still_turns; /* progress calls in a row that moved nothing */
 };
 
-static int q_push(struct xferq *q, struct loom_xfer *x) {
-  if (q->count == q->cap) {
-    size_t cap = q->cap ? 2 * q->cap : 64;
-    struct loom_xfer **items = malloc(cap * sizeof *items);
-    if (items == NULL)
-      return -1;
-    for (size_t i = 0; i < q->count; i++)
-      items[i] = q->items[(q->head + i) % q->cap];
-    free(q->items);
-    q->items = items;
-    q->head = 0;
-    q->cap = cap;
-  }
-  q->items[(q->head + q->count++) % q->cap] = x;
-  return 0;
-}
+static int q_push(struct loom_fifo *q, struct loom_xfer *x) { return loom_fifo_push(q, &x); }
 
-static struct loom_xfer *q_front(const struct xferq *q) {
-  return q->count ? q->items[q->head] : NULL;
-}
-
-static void q_pop(struct xferq *q) {
-  q->head = (q->head + 1) % q->cap;
-  q->count--;
+static struct loom_xfer *q_front(const struct loom_fifo *q) {
+  struct loom_xfer **front = loom_fifo_at(q, 0);
+  return front != NULL ? *front : NULL;
 }
 
 static loomResult_t shm_init(const struct loom_transport_comm *info, void **out, void *addr) {
@@ -152,9 +129,9 @@ static void free_conn(struct shm_conn *c) {
   if (c == NULL)
     return;
   shm_seg_close(&c->peer_seg);
-  free(c->sendq.items);
-  free(c->recvq.items);
-  free(c->ackq.items);
+  loom_fifo_free(&c->sendq);
+  loom_fifo_free(&c->recvq);
+  loom_fifo_free(&c->ackq);
   free(c);
 }
 
@@ -210,6 +187,9 @@ static loomResult_t shm_connect(void *vctx, int npeers, const int *peers, const 
       res = loom_error(loomSystemError, LOOM_LOG_NET, "out of memory");
       break;
     }
+    loom_fifo_init(&c->sendq, sizeof(struct loom_xfer *));
+    loom_fifo_init(&c->recvq, sizeof(struct loom_xfer *));
+    loom_fifo_init(&c->ackq, sizeof(struct loom_xfer *));
     char name[SHM_NAME_BYTES + 1];
     memcpy(name, blob, SHM_NAME_BYTES);
     name[SHM_NAME_BYTES] = '\0';
@@ -340,7 +320,7 @@ static void push_sends(struct shm_conn *c, int *progressed) {
       }
       __atomic_store_n(&cell->seq, c->next_write + 1, __ATOMIC_RELEASE);
       c->next_write++;
-      q_pop(&c->sendq);
+      loom_fifo_pop(&c->sendq);
       *progressed = 1;
       continue;
     }
@@ -360,7 +340,7 @@ static void push_sends(struct shm_conn *c, int *progressed) {
     *progressed = 1;
     if (c->send_off == x->len) {
       c->send_off = 0;
-      q_pop(&c->sendq);
+      loom_fifo_pop(&c->sendq);
       x->done = 1;
     }
   }
@@ -373,7 +353,7 @@ static void reap_acks(struct shm_conn *c, int *progressed) {
   uint64_t done = __atomic_load_n(&c->out_ctl->cma_done, __ATOMIC_ACQUIRE);
   while (c->cma_acked < done && c->ackq.count) {
     q_front(&c->ackq)->done = 1;
-    q_pop(&c->ackq);
+    loom_fifo_pop(&c->ackq);
     c->cma_acked++;
     *progressed = 1;
   }
@@ -423,7 +403,7 @@ static void release_cell(struct shm_conn *c, struct loom_xfer *x, size_t len) {
   __atomic_store_n(&c->in_ctl->tail, c->next_read, __ATOMIC_RELEASE);
   if (c->recv_off == x->len) {
     c->recv_off = 0;
-    q_pop(&c->recvq);
+    loom_fifo_pop(&c->recvq);
     x->done = 1;
   }
 }

@@ -69,8 +69,11 @@ static struct tcp_conn *new_conn(struct tcp_ctx *ctx, int peer) {
     free(c);
     return NULL;
   }
-  for (int i = 0; i < ctx->nsocks; i++)
+  for (int i = 0; i < ctx->nsocks; i++) {
     c->socks[i].fd = -1;
+    loom_fifo_init(&c->socks[i].sendq, sizeof(struct tcp_part));
+    loom_fifo_init(&c->socks[i].recvq, sizeof(struct tcp_part));
+  }
   c->peer = peer;
   c->nsocks = ctx->nsocks;
   c->ctx = ctx;
@@ -83,8 +86,8 @@ static void free_conn(struct tcp_conn *c) {
   for (int i = 0; i < c->nsocks; i++) {
     if (c->socks[i].fd >= 0)
       close(c->socks[i].fd);
-    tcp_queue_free(&c->socks[i].sendq);
-    tcp_queue_free(&c->socks[i].recvq);
+    loom_fifo_free(&c->socks[i].sendq);
+    loom_fifo_free(&c->socks[i].recvq);
   }
   free(c->socks);
   free(c);

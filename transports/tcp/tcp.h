@@ -7,6 +7,7 @@
 #ifndef LOOM_TRANSPORT_TCP_H
 #define LOOM_TRANSPORT_TCP_H
 
+#include "common/fifo.h"
 #include "transport.h"
 
 #include <stddef.h>
@@ -24,15 +25,9 @@ struct tcp_part {
   uint8_t hdr[TCP_PART_HDR_BYTES];
 };
 
-/* A growable FIFO of parts. */
-struct tcp_part_queue {
-  struct tcp_part *items;
-  size_t head, count, cap;
-};
-
 struct tcp_sock {
   int fd;
-  struct tcp_part_queue sendq, recvq;
+  struct loom_fifo sendq, recvq; /* of struct tcp_part */
 };
 
 struct tcp_conn {
@@ -58,7 +53,6 @@ struct tcp_ctx {
 /* tcp_stream.c */
 loomResult_t tcp_post(struct tcp_conn *c, struct loom_xfer *x, int is_send);
 loomResult_t tcp_progress_conn(struct tcp_conn *c, int *progressed);
-void tcp_queue_free(struct tcp_part_queue *q);
 /* Splits len bytes into parts: returns their number and the size of all
  * but the last (exposed for tests). */
 int tcp_split(size_t len, int nsocks, size_t *part_len);

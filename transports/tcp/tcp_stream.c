@@ -25,37 +25,7 @@ int tcp_split(size_t len, int nsocks, size_t *part_len) {
   return (int)((len + per - 1) / per);
 }
 
-static int queue_push(struct tcp_part_queue *q, const struct tcp_part *p) {
-  if (q->count == q->cap) {
-    size_t cap = q->cap ? q->cap * 2 : 64;
-    struct tcp_part *items = malloc(cap * sizeof *items);
-    if (items == NULL)
-      return -1;
-    for (size_t i = 0; i < q->count; i++)
-      items[i] = q->items[(q->head + i) % q->cap];
-    free(q->items);
-    q->items = items;
-    q->head = 0;
-    q->cap = cap;
-  }
-  q->items[(q->head + q->count) % q->cap] = *p;
-  q->count++;
-  return 0;
-}
-
-static struct tcp_part *queue_front(struct tcp_part_queue *q) {
-  return q->count ? &q->items[q->head] : NULL;
-}
-
-static void queue_pop(struct tcp_part_queue *q) {
-  q->head = (q->head + 1) % q->cap;
-  q->count--;
-}
-
-void tcp_queue_free(struct tcp_part_queue *q) {
-  free(q->items);
-  memset(q, 0, sizeof *q);
-}
+static struct tcp_part *queue_front(struct loom_fifo *q) { return loom_fifo_at(q, 0); }
 
 static void put_u64(uint8_t *p, uint64_t v) {
   loom_put_u32(p, (uint32_t)(v >> 32));
@@ -90,7 +60,7 @@ loomResult_t tcp_post(struct tcp_conn *c, struct loom_xfer *x, int is_send) {
     if (is_send)
       encode_hdr(p.hdr, p.len, x);
     struct tcp_sock *s = &c->socks[(msg + (uint64_t)j) % (uint64_t)c->nsocks];
-    if (queue_push(is_send ? &s->sendq : &s->recvq, &p) != 0)
+    if (loom_fifo_push(is_send ? &s->sendq : &s->recvq, &p) != 0)
       return loom_error_record(loomSystemError,
                         "out of memory queueing a message for rank %d", c->peer);
   }
@@ -107,11 +77,11 @@ static loomResult_t fail_conn(struct tcp_conn *c, loomResult_t code, const char 
   return c->failed;
 }
 
-static void part_finished(struct tcp_part_queue *q) {
+static void part_finished(struct loom_fifo *q) {
   struct tcp_part *p = queue_front(q);
   if (--p->xfer->parts_left == 0)
     p->xfer->done = 1;
-  queue_pop(q);
+  loom_fifo_pop(q);
 }
 
 static loomResult_t progress_send(struct tcp_conn *c, struct tcp_sock *s, int *progressed) {

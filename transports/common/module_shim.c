@@ -19,14 +19,20 @@
 
 static const struct loom_module_host *host;
 
+/* Formats the variadic arguments that follow fmt into the array text. */
+#define SHIM_FORMAT(text, fmt)                                                                 \
+  do {                                                                                         \
+    va_list ap;                                                                                \
+    va_start(ap, fmt);                                                                         \
+    vsnprintf(text, sizeof text, fmt, ap);                                                     \
+    va_end(ap);                                                                                \
+  } while (0)
+
 void loom_module_bind(const struct loom_module_host *h) { host = h; }
 
 loomResult_t loom_error(loomResult_t code, int subsys, const char *fmt, ...) {
   char text[SHIM_TEXT_BYTES];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(text, sizeof text, fmt, ap);
-  va_end(ap);
+  SHIM_FORMAT(text, fmt);
   if (host != NULL)
     host->error(code, subsys, text);
   return code;
@@ -34,10 +40,7 @@ loomResult_t loom_error(loomResult_t code, int subsys, const char *fmt, ...) {
 
 loomResult_t loom_error_record(loomResult_t code, const char *fmt, ...) {
   char text[SHIM_TEXT_BYTES];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(text, sizeof text, fmt, ap);
-  va_end(ap);
+  SHIM_FORMAT(text, fmt);
   if (host != NULL)
     host->set_last_error(text);
   return code;
@@ -61,10 +64,7 @@ int loom_log_enabled(int level, int subsys) {
 
 void loom_log_write(int level, int subsys, const char *file, int line, const char *fmt, ...) {
   char text[SHIM_TEXT_BYTES];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(text, sizeof text, fmt, ap);
-  va_end(ap);
+  SHIM_FORMAT(text, fmt);
   if (host != NULL)
     host->log_text(level, subsys, file, line, text);
 }

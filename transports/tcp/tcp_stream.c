@@ -77,6 +77,20 @@ static loomResult_t fail_conn(struct tcp_conn *c, loomResult_t code, const char 
   return c->failed;
 }
 
+/* What is left to move of part p, header then payload: fills iov, returns
+ * its entries. */
+static int part_iov(struct tcp_part *p, struct iovec iov[2]) {
+  int n = 0;
+  if (p->done < TCP_PART_HDR_BYTES)
+    iov[n++] = (struct iovec){.iov_base = p->hdr + p->done,
+                              .iov_len = TCP_PART_HDR_BYTES - p->done};
+  size_t payload_done = p->done > TCP_PART_HDR_BYTES ? p->done - TCP_PART_HDR_BYTES : 0;
+  if (p->len > payload_done)
+    iov[n++] = (struct iovec){.iov_base = (char *)p->xfer->buf + p->offset + payload_done,
+                              .iov_len = p->len - payload_done};
+  return n;
+}
+
 static void part_finished(struct loom_fifo *q) {
   struct tcp_part *p = queue_front(q);
   if (--p->xfer->parts_left == 0)
@@ -88,16 +102,7 @@ static loomResult_t progress_send(struct tcp_conn *c, struct tcp_sock *s, int *p
   struct tcp_part *p;
   while ((p = queue_front(&s->sendq)) != NULL) {
     struct iovec iov[2];
-    int n = 0;
-    if (p->done < TCP_PART_HDR_BYTES) {
-      iov[n].iov_base = p->hdr + p->done;
-      iov[n++].iov_len = TCP_PART_HDR_BYTES - p->done;
-    }
-    size_t payload_done = p->done > TCP_PART_HDR_BYTES ? p->done - TCP_PART_HDR_BYTES : 0;
-    if (p->len > payload_done) {
-      iov[n].iov_base = (char *)p->xfer->buf + p->offset + payload_done;
-      iov[n++].iov_len = p->len - payload_done;
-    }
+    int n = part_iov(p, iov);
     struct msghdr mh = {.msg_iov = iov, .msg_iovlen = (size_t)n};
     ssize_t k = sendmsg(s->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (k < 0) {
@@ -137,16 +142,7 @@ static loomResult_t progress_recv(struct tcp_conn *c, struct tcp_sock *s, int *p
   while ((p = queue_front(&s->recvq)) != NULL) {
     /* Header and payload in one readv: the part's size is known. */
     struct iovec iov[2];
-    int n = 0;
-    if (p->done < TCP_PART_HDR_BYTES) {
-      iov[n].iov_base = p->hdr + p->done;
-      iov[n++].iov_len = TCP_PART_HDR_BYTES - p->done;
-    }
-    size_t payload_done = p->done > TCP_PART_HDR_BYTES ? p->done - TCP_PART_HDR_BYTES : 0;
-    if (p->len > payload_done) {
-      iov[n].iov_base = (char *)p->xfer->buf + p->offset + payload_done;
-      iov[n++].iov_len = p->len - payload_done;
-    }
+    int n = part_iov(p, iov);
     ssize_t k = readv(s->fd, iov, n);
     if (k == 0)
       return fail_conn(c, loomRemoteError,

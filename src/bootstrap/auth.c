@@ -76,7 +76,19 @@ loomResult_t loom_auth_confirm(int fd, const uint8_t secret[LOOM_SECRET_BYTES],
                                uint64_t deadline, const char *what,
                                const struct loom_auth_state *st) {
   uint8_t answer[LOOM_AUTH_TAG_BYTES];
-  LOOM_CHECK(loom_socket_recv_all(fd, answer, sizeof answer, deadline, what));
+  /* An acceptor that checked our proof and found it wrong closes without
+   * an answer (it owes a stranger no reason): say what that most likely
+   * means. */
+  loomResult_t got = loom_socket_recv_all(fd, answer, sizeof answer, deadline, NULL);
+  if (got == loomTimeout)
+    return loom_error(loomTimeout, LOOM_LOG_BOOTSTRAP, "%s did not answer the handshake in time",
+                      what);
+  if (got != loomSuccess)
+    return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
+                      "%s refused the handshake: it closed the connection after our proof "
+                      "(a rank of another communicator or job, whose secret differs, or the "
+                      "process exited)",
+                      what);
   if (!loom_auth_check(secret, label, 'a', st->challenge, st->nonce, hello, len, answer))
     return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
                       "%s did not prove it knows this job's secret (a process of another "

@@ -2,8 +2,8 @@
  * fake_rdma.c — an in-process stand-in for the parts of libibverbs and
  * librdmacm that the ibverbs transport calls, so that its device code
  * (ib.c, ib_device.c, ib_connect.c, ib_verbs.c) runs where no RDMA device
- * exists: linked into tests/ranks/ib_pair.c instead of the real libraries
- * (tests/unit/ib_pair_fake).
+ * exists: linked into the transport conformance suite (tests/transport/)
+ * instead of the real libraries (tests/transport/conformance_ib_fake).
  *
  * One device, "fake0", one active RoCE port whose only address is
  * 127.0.0.1.  rdma_cm ids, listeners and connections live in this process

@@ -123,7 +123,7 @@ static loomResult_t wait_hellos(struct ofi_ctx *ctx, int npeers, const int *peer
     int progressed = 0, failed_peer = -1, missing = -1;
     loomResult_t res = ofi_progress_cq(ctx, &progressed, &failed_peer);
     if (res != loomSuccess)
-      return loom_error(res, LOOM_LOG_NET, "ofi: connecting: %s", loom_last_error());
+      return res; /* reported where it was seen */
     for (int i = 0; i < npeers && missing < 0; i++) {
       const struct ofi_conn *c = ctx->conns[peers[i]];
       if (!c->hello_received || !c->hello_sent)
@@ -132,7 +132,7 @@ static loomResult_t wait_hellos(struct ofi_ctx *ctx, int npeers, const int *peer
     if (missing < 0)
       return loomSuccess;
     if (loom_now_ns() > deadline)
-      return loom_error(loomSystemError, LOOM_LOG_NET,
+      return loom_error(loomTimeout, LOOM_LOG_NET,
                         "ofi: rank %d: no hello exchanged with rank %d over provider %s (domain "
                         "%s) before LOOM_BOOTSTRAP_TIMEOUT: is that rank alive and its address "
                         "reachable? (LOOM_OFI_PROVIDER, LOOM_OFI_DOMAIN; LOOM_NET=tcp avoids "

@@ -74,27 +74,24 @@ void loom_comm_topo_report(loomComm_t comm) {
   char choice[256];
   size_t o = 0;
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-    struct loom_schedule s = {0, comm->sched_cap, comm->sched_steps, {0, 0, 0, 0, 0}, 0,
-                              {0, 0, 0, 0}, 0};
-    struct loom_plan_args pa = {LOOM_COLL_ALLREDUCE,
-                                comm->rank,
-                                comm->nranks,
-                                0,
-                                sizes[i] / 4,
-                                4,
-                                comm->algo[LOOM_COLL_ALLREDUCE],
-                                t,
-                                comm->tune.nentries > 0 ? &comm->tune : NULL,
-                                NULL,
-                                NULL,
-                                NULL,
-                                NULL,
-                                comm->proto[LOOM_COLL_ALLREDUCE],
-                                comm->engine.chunk_bytes,
-                                comm->nchannels};
+    struct loom_schedule s;
+    loom_sched_init(&s, comm->sched_steps, comm->sched_cap);
+    struct loom_plan_args pa = {
+        .coll = LOOM_COLL_ALLREDUCE,
+        .rank = comm->rank,
+        .nranks = comm->nranks,
+        .count = sizes[i] / 4,
+        .elem_size = 4,
+        .allowed = comm->algo[LOOM_COLL_ALLREDUCE],
+        .topo = t,
+        .tune = comm->tune.nentries > 0 ? &comm->tune : NULL,
+        .proto_allowed = comm->proto[LOOM_COLL_ALLREDUCE],
+        .chunk_bytes = comm->engine.chunk_bytes,
+        .nchannels = comm->nchannels,
+    };
     const char *name = loom_plan(&pa, &s);
     o += (size_t)snprintf(choice + o, sizeof choice - o, "%s%s %s%s", i ? ", " : "",
-                          size_names[i], name, s.slice_bytes != 0 ? " (LL)" : "");
+                          size_names[i], name != NULL ? name : "(none)", s.slice_bytes != 0 ? " (LL)" : "");
     if (o >= sizeof choice)
       break;
   }

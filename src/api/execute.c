@@ -89,7 +89,7 @@ static const char *plan_call(loomComm_t comm, const struct loom_call *c, enum lo
     pa.recvcounts = v + 2 * n;
     pa.rdispls = v + 3 * n;
   }
-  p->sched = (struct loom_schedule){.cap = comm->sched_cap, .steps = comm->sched_steps};
+  loom_sched_init(&p->sched, comm->sched_steps, comm->sched_cap);
   const char *algo = loom_plan(&pa, &p->sched);
   free(owned);
   if (algo == NULL)
@@ -193,7 +193,7 @@ loomResult_t loom_post_sendrecv(loomComm_t comm, const struct loom_call *calls, 
     return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (send/recv batch)");
   bufs[LOOM_BUF_SEND] = bufs[LOOM_BUF_RECV] = bufs[LOOM_BUF_SCRATCH] = NULL;
   p->user_bufs = bufs;
-  p->sched = (struct loom_schedule){.cap = comm->sched_cap, .steps = comm->sched_steps};
+  loom_sched_init(&p->sched, comm->sched_steps, comm->sched_cap);
   for (int j = 0; j < m; j++) {
     const struct loom_call *c = &calls[idx[j]];
     size_t bytes = c->count * loom_datatype_size(c->datatype);

@@ -97,7 +97,7 @@ static void fold_run(const struct loom_engine_task *r) {
   loomDataType_t dt = r->op->datatype;
   loomRedOp_t op = r->op->op;
   for (size_t at = 0; at < f->count; at += r->slice_elems) {
-    size_t len = f->count - at < r->slice_elems ? f->count - at : r->slice_elems;
+    size_t len = loom_slice_len(f->count - at, r->slice_elems, 0);
     char *recv = buf_at(r, LOOM_BUF_RECV, at);
     char *blk[2];
     for (int j = 0; j < 2; j++)
@@ -132,16 +132,10 @@ static void copy_some(struct loom_engine_task *r, size_t max) {
   r->copy_left -= n;
 }
 
-/* Elements in slice k of a range of `count`. */
+/* Elements in slice k of a range of `count` (the pipeline rule is
+ * sched/schedule.h's, which loom-sim predicts with). */
 static size_t slice_len(const struct loom_engine_task *r, size_t count, int k) {
-  size_t start = (size_t)k * r->slice_elems;
-  if (start >= count)
-    return 0;
-  return count - start < r->slice_elems ? count - start : r->slice_elems;
-}
-
-static size_t nslices(const struct loom_engine_task *r, size_t count) {
-  return (count + r->slice_elems - 1) / r->slice_elems;
+  return loom_slice_len(count, r->slice_elems, (size_t)k);
 }
 
 static loomResult_t grow(void **p, size_t *cap, size_t need, size_t elem) {
@@ -167,10 +161,10 @@ static loomResult_t prepare(struct loom_engine_task *r) {
   size_t total = 0;
   for (int i = 0; i < s->nsteps; i++) {
     const struct loom_step *st = &s->steps[i];
-    size_t ks = st->send_peer >= 0 ? nslices(r, st->send_count) : 0;
-    size_t kr = st->recv_peer >= 0 ? nslices(r, st->recv_count) : 0;
+    size_t ks = loom_slices(st->send_peer, st->send_count, r->slice_elems);
+    size_t kr = loom_slices(st->recv_peer, st->recv_count, r->slice_elems);
     r->base[i] = total;
-    total += ks > kr ? ks : kr;
+    total += loom_step_slots(ks, kr);
     r->sends_total += ks;
     r->recvs_total += kr;
   }
@@ -194,7 +188,7 @@ static loomResult_t prepare(struct loom_engine_task *r) {
   /* Slots without a receive count as received. */
   for (int i = 0; i < s->nsteps; i++) {
     const struct loom_step *st = &s->steps[i];
-    size_t kr = st->recv_peer >= 0 ? nslices(r, st->recv_count) : 0;
+    size_t kr = loom_slices(st->recv_peer, st->recv_count, r->slice_elems);
     memset(r->recv_done + r->base[i], 0, kr);
     memset(r->recv_done + r->base[i] + kr, 1, r->base[i + 1] - r->base[i] - kr);
   }
@@ -212,18 +206,16 @@ static loomResult_t prepare(struct loom_engine_task *r) {
   return loomSuccess;
 }
 
-/* Whether slice k of step st's send may go: the receive it forwards (all
- * of it, or its slice k) has been processed.  Receives complete in posting
- * order, so the last slice needed stands for all before it. */
+/* Whether slice k of step st's send may go: the slice of the receive it
+ * forwards that loom_slice_awaited names has been processed. */
 static int forward_ready(const struct loom_engine_task *r, const struct loom_step *st, int k) {
   if (st->wait_step < 0)
     return 1;
   const struct loom_step *w = &r->s->steps[st->wait_step];
-  size_t kr = w->recv_peer >= 0 ? nslices(r, w->recv_count) : 0;
+  size_t kr = loom_slices(w->recv_peer, w->recv_count, r->slice_elems);
   if (kr == 0)
     return 1;
-  size_t j = st->wait_all || (size_t)k >= kr ? kr - 1 : (size_t)k;
-  return r->recv_done[r->base[st->wait_step] + j];
+  return r->recv_done[r->base[st->wait_step] + loom_slice_awaited(kr, st->wait_all, (size_t)k)];
 }
 
 static loomResult_t post_sends(struct loom_engine_task *r, int *progressed) {
@@ -494,6 +486,10 @@ static void task_start(struct loom_engine_task *r, struct loom_engine *e,
 }
 
 loomResult_t loom_engine_post(struct loom_engine *e, const struct loom_engine_op *op) {
+  if (op->sched->overflow) /* a builder ran out of steps: never run what is left */
+    return loom_error(loomInternalError, LOOM_LOG_COLL,
+                      "rank %d: %s: its schedule needed more than %d steps", e->rank, op->name,
+                      op->sched->cap);
   struct loom_engine_task *r = e->task;
   size_t esize = loom_datatype_size(op->datatype);
   size_t slice = (op->sched->slice_bytes != 0 ? op->sched->slice_bytes : e->chunk_bytes) / esize;

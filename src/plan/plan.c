@@ -284,5 +284,5 @@ const char *loom_plan(const struct loom_plan_args *a, struct loom_schedule *s) {
   s->slice_bytes = choose_proto(a, algo, bytes) == LOOM_PROTO_LL ? LOOM_PROTO_LL_SLICE_BYTES : 0;
   if (needs_agreement(a) && loom_sched_add_agreement(a->rank, a->nranks, s) != 0)
     return NULL;
-  return name;
+  return s->overflow ? NULL : name;
 }

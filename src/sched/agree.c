@@ -50,7 +50,8 @@ static void one_element(struct loom_step *p, int to, int from, size_t out, size_
 
 /* Moves every step one place on and puts the header first. */
 static int prepend_header(int rank, int nranks, size_t out, size_t in, struct loom_schedule *s) {
-  if (loom_sched_add(s) == NULL)
+  loom_sched_add(s);
+  if (s->overflow)
     return -1;
   memmove(&s->steps[1], &s->steps[0], sizeof s->steps[0] * (size_t)(s->nsteps - 1));
   for (int i = 1; i < s->nsteps; i++)
@@ -70,13 +71,11 @@ int loom_sched_add_agreement(int rank, int nranks, struct loom_schedule *s) {
   int wait = loom_sched_last_filled(s);
   for (int dist = 1; dist < nranks; dist *= 2) {
     struct loom_step *p = loom_sched_add(s);
-    if (p == NULL)
-      return -1;
     one_element(p, (rank + dist) % nranks, (rank - dist + nranks) % nranks, out, in);
     p->wait_step = wait;
     p->wait_all = 1;
     wait = s->nsteps - 1;
   }
   s->scratch_count += 2;
-  return 0;
+  return s->overflow ? -1 : 0;
 }

@@ -10,48 +10,6 @@
 
 #include <string.h>
 
-void loom_sched_reset(struct loom_schedule *s) {
-  s->nsteps = 0;
-  memset(&s->copy, 0, sizeof s->copy);
-  memset(&s->fold, 0, sizeof s->fold);
-  s->scratch_count = 0;
-  s->slice_bytes = 0;
-}
-
-struct loom_step *loom_sched_add(struct loom_schedule *s) {
-  if (s->nsteps >= s->cap)
-    return NULL;
-  struct loom_step *p = &s->steps[s->nsteps++];
-  memset(p, 0, sizeof *p);
-  p->send_peer = p->recv_peer = p->wait_step = -1;
-  return p;
-}
-
-void loom_sched_copy_whole(struct loom_schedule *s, size_t count) {
-  s->copy.from_buf = LOOM_BUF_SEND;
-  s->copy.to_buf = LOOM_BUF_RECV;
-  s->copy.from_off = s->copy.to_off = 0;
-  s->copy.count = count;
-}
-
-int loom_sched_last_filled(const struct loom_schedule *s) {
-  for (int i = s->nsteps - 1; i >= 0; i--)
-    if (s->steps[i].recv_peer >= 0 && s->steps[i].recv_count > 0)
-      return i;
-  return -1;
-}
-
-void loom_sched_block(size_t count, int n, int b, size_t *off, size_t *cnt) {
-  size_t base = count / (size_t)n, rem = count % (size_t)n, ub = (size_t)b;
-  *cnt = base + (ub < rem ? 1 : 0);
-  *off = ub * base + (ub < rem ? ub : rem);
-}
-
-void loom_sched_split(size_t count, int n, size_t *off, size_t *cnt) {
-  for (int b = 0; b < n; b++)
-    loom_sched_block(count, n, b, &off[b], &cnt[b]);
-}
-
 static int mod(int a, int n) { return ((a % n) + n) % n; }
 
 static void set_copy(struct loom_schedule *s, int from, size_t from_off, int to,

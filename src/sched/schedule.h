@@ -81,6 +81,12 @@ struct loom_schedule {
   size_t scratch_count; /* elements of SCRATCH the steps use */
   struct loom_fold fold;
   size_t slice_bytes; /* pipeline slice (the protocol's); 0: LOOM_CHUNK_BYTES */
+  /* Set when a builder added more than cap steps: the extra ones went to
+   * `sink`, so builders need not check every add, and nothing runs or
+   * simulates a schedule with this set (loom_plan returns NULL, the
+   * engine refuses it). */
+  unsigned char overflow;
+  struct loom_step sink;
 };
 
 /* The double binary tree sends halves of at least this many elements per
@@ -92,9 +98,13 @@ struct loom_schedule {
  * needs up to 16 per segment whatever the rank count. */
 #define LOOM_SCHED_MAX_STEPS(nranks) (2 * (nranks) * LOOM_MAX_CHANNELS + 16 * LOOM_TREE_SEGMENTS + 32)
 
+/* ---- schedule.c: construction ---- */
+/* An empty schedule over caller-provided storage of cap steps. */
+void loom_sched_init(struct loom_schedule *s, struct loom_step *steps, int cap);
 /* Empties s (keeping its step storage). */
 void loom_sched_reset(struct loom_schedule *s);
-/* Appends a step with no send and no receive; NULL when s is full. */
+/* Appends a step with no send and no receive.  Never NULL: past cap it
+ * returns s->sink and sets s->overflow, which every consumer checks. */
 struct loom_step *loom_sched_add(struct loom_schedule *s);
 /* The local copy of all of SEND into RECV (one rank's whole result). */
 void loom_sched_copy_whole(struct loom_schedule *s, size_t count);
@@ -102,6 +112,32 @@ void loom_sched_copy_whole(struct loom_schedule *s, size_t count);
  * for all of it waits for every earlier receive too (they complete in
  * posting order), where an empty receive would cover nothing. */
 int loom_sched_last_filled(const struct loom_schedule *s);
+
+/* ---- the pipeline rule: how a step is cut into slices and when a
+ * forwarding send may go.  The engine runs it and loom-sim predicts with
+ * it, so the simulator models what the engine does by construction. ---- */
+/* Slices of `slice` elements in a range of count (0 for no peer). */
+static inline size_t loom_slices(int peer, size_t count, size_t slice) {
+  return peer < 0 ? 0 : (count + slice - 1) / slice;
+}
+/* Elements in slice k of a range of count. */
+static inline size_t loom_slice_len(size_t count, size_t slice, size_t k) {
+  size_t start = k * slice;
+  if (start >= count)
+    return 0;
+  return count - start < slice ? count - start : slice;
+}
+/* Message slots of a step: its sends and receives pair up slice by slice. */
+static inline size_t loom_step_slots(size_t send_slices, size_t recv_slices) {
+  return send_slices > recv_slices ? send_slices : recv_slices;
+}
+/* Which slice of the forwarded receive (of kr > 0 slices) must be done
+ * before slice k of the send that forwards it may go: slice k, or the last
+ * one when the send waits for all of it or is longer.  Receives complete
+ * in posting order, so that slice stands for all before it. */
+static inline size_t loom_slice_awaited(size_t kr, int wait_all, size_t k) {
+  return wait_all || k >= kr ? kr - 1 : k;
+}
 
 /* Splits count into n near-equal blocks (the first count % n one larger). */
 void loom_sched_split(size_t count, int n, size_t *off, size_t *cnt);

@@ -58,15 +58,15 @@ static struct loom_plan_args plan_args(const struct loom_topo *t, enum loom_coll
 }
 
 static struct loom_schedule *scratch_new(int nranks) {
-  struct loom_schedule *s = calloc(1, sizeof *s);
-  if (s == NULL)
-    return NULL;
-  s->cap = LOOM_SCHED_MAX_STEPS(nranks);
-  s->steps = malloc((size_t)s->cap * sizeof *s->steps);
-  if (s->steps == NULL) {
+  struct loom_schedule *s = malloc(sizeof *s);
+  int cap = LOOM_SCHED_MAX_STEPS(nranks);
+  struct loom_step *steps = malloc((size_t)cap * sizeof *steps);
+  if (s == NULL || steps == NULL) {
     free(s);
+    free(steps);
     return NULL;
   }
+  loom_sched_init(s, steps, cap);
   return s;
 }
 
@@ -86,11 +86,12 @@ enum loom_algo loom_sim_tuner_pick(const struct loom_topo *t, enum loom_coll col
   struct loom_plan_args a = plan_args(t, coll, 0, count, elem_size, 0);
   const char *name = loom_plan(&a, s);
   enum loom_algo pick = LOOM_ALGO_AUTO;
-  for (int x = LOOM_ALGO_AUTO + 1; x < LOOM_ALGO_COUNT && pick == LOOM_ALGO_AUTO; x++) {
+  for (int x = LOOM_ALGO_AUTO + 1; x < LOOM_ALGO_COUNT && pick == LOOM_ALGO_AUTO && name; x++) {
     if (!loom_algo_runs(coll, (enum loom_algo)x, t->nranks, t))
       continue;
     a.allowed = 1u << x;
-    if (strcmp(loom_plan(&a, s), name) == 0)
+    const char *forced = loom_plan(&a, s);
+    if (forced != NULL && strcmp(forced, name) == 0)
       pick = (enum loom_algo)x;
   }
   scratch_free(s);
@@ -221,6 +222,10 @@ int loom_sim_predict(const struct loom_sim_params *p, const struct loom_topo *t,
     int rank = fold ? loom_topo_rank_at(t, 0, i) : i;
     struct loom_plan_args a = plan_args(t, c->coll, rank, count, c->elem_size, allowed);
     name = loom_plan(&a, s); /* the forced algorithm: loom_algo_runs said it can */
+    if (name == NULL) {
+      snprintf(err, errlen, "rank %d's schedule needs more than %d steps", rank, s->cap);
+      goto out;
+    }
     r->steps += s->nsteps;
     if (compact(s, rank, &pool, &ranks[i], map) != 0) {
       snprintf(err, errlen, "out of memory for rank %d's schedule", rank);

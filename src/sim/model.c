@@ -11,7 +11,8 @@
  * are done.  With more ranks per node than cores, every cost and latency
  * is multiplied by ranks / cores.
  *
- * As in the engine: steps are cut into slices of chunk_bytes; a rank
+ * As the engine does, by the same code (the pipeline rule in
+ * sched/schedule.h): steps are cut into slices of chunk_bytes; a rank
  * injects its send slices in (step, slice) order, slice k of a step once
  * slice k (or, wait_all, all) of the receive it forwards has been
  * processed; receives are processed in posting order, a reducing one
@@ -69,21 +70,18 @@ struct model {
   long events;
 };
 
-static size_t nslices(size_t count, size_t slice) { return (count + slice - 1) / slice; }
-
+/* The engine's pipeline rule (sched/schedule.h): the same slices, the
+ * same slots, the same forwarding wait. */
 static size_t slice_len(size_t count, size_t slice, int k) {
-  size_t start = (size_t)k * slice;
-  if (start >= count)
-    return 0;
-  return count - start < slice ? count - start : slice;
+  return loom_slice_len(count, slice, (size_t)k);
 }
 
 static size_t step_ks(const struct loom_sim_step *st, size_t slice) {
-  return st->send_peer >= 0 ? nslices(st->send_count, slice) : 0;
+  return loom_slices(st->send_peer, st->send_count, slice);
 }
 
 static size_t step_kr(const struct loom_sim_step *st, size_t slice) {
-  return st->recv_peer >= 0 ? nslices(st->recv_count, slice) : 0;
+  return loom_slices(st->recv_peer, st->recv_count, slice);
 }
 
 /* ---- the event heap ---- */
@@ -153,7 +151,7 @@ static int rstate_init(struct rstate *s, const struct loom_sim_rank *sr, size_t 
   for (int i = 0; i < sr->nsteps; i++) {
     size_t ks = step_ks(&sr->steps[i], slice), kr = step_kr(&sr->steps[i], slice);
     s->base[i] = s->nslots;
-    s->nslots += ks > kr ? ks : kr;
+    s->nslots += loom_step_slots(ks, kr);
     s->nsends += ks;
     s->nrecvs += kr;
   }
@@ -172,9 +170,9 @@ static int rstate_init(struct rstate *s, const struct loom_sim_rank *sr, size_t 
   for (int i = 0; i < sr->nsteps; i++) {
     size_t ks = step_ks(&sr->steps[i], slice), kr = step_kr(&sr->steps[i], slice);
     for (size_t k = 0; k < ks; k++)
-      s->sends[a++] = (struct slot_ref){s->base[i] + k, i, (int)k};
+      s->sends[a++] = (struct slot_ref){.slot = s->base[i] + k, .step = i, .k = (int)k};
     for (size_t k = 0; k < kr; k++)
-      s->recvs[b++] = (struct slot_ref){s->base[i] + k, i, (int)k};
+      s->recvs[b++] = (struct slot_ref){.slot = s->base[i] + k, .step = i, .k = (int)k};
   }
   for (size_t i = 0; i < s->nslots; i++)
     s->arr[i] = s->proc[i] = s->txd[i] = -1.0;
@@ -274,8 +272,7 @@ static int next_action(const struct model *m, int r, double now, double *when) {
     if (st->wait >= 0) {
       size_t krw = step_kr(&sr->steps[st->wait], m->slice);
       if (krw > 0) {
-        size_t j = st->wait_all || (size_t)e->k >= krw ? krw - 1 : (size_t)e->k;
-        ready = s->proc[s->base[st->wait] + j];
+        ready = s->proc[s->base[st->wait] + loom_slice_awaited(krw, st->wait_all, (size_t)e->k)];
         known = ready >= 0.0;
       }
     }

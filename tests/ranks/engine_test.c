@@ -56,7 +56,7 @@ static void post_allreduce(loomComm_t c, struct posted *p, int which) {
     FAIL("out of memory");
   for (int i = 0; i < COUNT; i++)
     p->in[i] = (float)((rank + 1) * (which + 1) + i % 7);
-  p->s = (struct loom_schedule){.cap = 64, .steps = p->steps};
+  loom_sched_init(&p->s, p->steps, 64);
   loom_ring_allreduce(c->rank, c->nranks, COUNT, &p->s);
   p->bufs[0] = p->in;
   p->bufs[1] = p->out;

@@ -109,7 +109,8 @@ END_TEST
 static const char *plan_on(enum loom_coll coll, int nranks, size_t bytes, enum loom_algo algo,
                            const struct loom_topo *topo) {
   static struct loom_step steps[LOOM_SCHED_MAX_STEPS(1024)];
-  struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(1024), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}, 0};
+  struct loom_schedule s;
+  loom_sched_init(&s, steps, LOOM_SCHED_MAX_STEPS(1024));
   unsigned allowed = algo == LOOM_ALGO_AUTO ? 0 : 1u << algo;
   struct loom_plan_args a = {coll, 0, nranks, 0, bytes / 4, 4, allowed, topo, NULL, NULL, NULL, NULL, NULL, 0, 0, 0};
   return loom_plan(&a, &s);
@@ -267,7 +268,8 @@ START_TEST(tune_file) {
   struct loom_plan_args a = {LOOM_COLL_ALLREDUCE, 0, 2, 0, 2, 4, 0, NULL, &t,
                              NULL,               NULL, NULL, NULL, 0, 0, 0};
   static struct loom_step steps[LOOM_SCHED_MAX_STEPS(2)];
-  struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(2), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}, 0};
+  struct loom_schedule s;
+  loom_sched_init(&s, steps, LOOM_SCHED_MAX_STEPS(2));
   ck_assert_str_eq(loom_plan(&a, &s), "one-shot");
   a.allowed = 1u << LOOM_ALGO_RD;
   ck_assert_str_eq(loom_plan(&a, &s), "recursive doubling");
@@ -346,8 +348,9 @@ END_TEST
 static size_t slice_of(enum loom_coll coll, int nranks, size_t bytes, enum loom_algo algo,
                        const struct loom_topo *topo, unsigned proto_allowed) {
   static struct loom_step steps[LOOM_SCHED_MAX_STEPS(1024)];
-  struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(1024), steps, {0, 0, 0, 0, 0}, 0,
-                            {0, 0, 0, 0}, 12345};
+  struct loom_schedule s;
+  loom_sched_init(&s, steps, LOOM_SCHED_MAX_STEPS(1024));
+  s.slice_bytes = 12345; /* loom_plan must set it */
   unsigned allowed = algo == LOOM_ALGO_AUTO ? 0 : 1u << algo;
   struct loom_plan_args a = {coll, 0,    nranks, 0,    bytes / 4, 4,    allowed, topo,
                              NULL, NULL, NULL,   NULL, NULL,      proto_allowed, 512u << 10, 1};

@@ -12,6 +12,7 @@
  * schedules are rejected for the right reason, tricky right ones pass.
  */
 #include "sched/schedule.h"
+#include "plan/plan.h"
 
 #include <check.h>
 #include <setjmp.h>
@@ -102,9 +103,36 @@ START_TEST(add_and_reset) {
   ck_assert_int_eq(p->finalize, 0);
   ck_assert_int_eq(p->wait_all, 0);
   ck_assert_ptr_eq(loom_sched_add(&s), &steps[1]);
-  ck_assert_ptr_null(loom_sched_add(&s)); /* full */
+  ck_assert_int_eq(s.overflow, 0);
+  /* Full: the step lands in the sink, writable, and the schedule says so. */
+  p = loom_sched_add(&s);
+  ck_assert_ptr_eq(p, &s.sink);
+  p->send_peer = 7;
+  ck_assert_int_eq(s.overflow, 1);
   ck_assert_int_eq(s.nsteps, 2);
   ck_assert_int_eq(steps[2].send_peer, 0x5a5a5a5a); /* untouched */
+  loom_sched_reset(&s);
+  ck_assert_int_eq(s.overflow, 0);
+}
+END_TEST
+
+/* A builder that runs out of room leaves a schedule nothing will run: the
+ * agreement pass and loom_plan both say so. */
+START_TEST(overflow_refused) {
+  struct loom_step steps[4];
+  struct loom_schedule s;
+  loom_sched_init(&s, steps, 4);
+  loom_ring_allreduce(0, 4, 1000, &s); /* 6 steps */
+  ck_assert_int_eq(s.overflow, 1);
+  ck_assert_int_eq(s.nsteps, 4);
+  ck_assert_int_eq(loom_sched_add_agreement(0, 4, &s), -1);
+  struct loom_plan_args a = {.coll = LOOM_COLL_ALLREDUCE, .rank = 0, .nranks = 4,
+                             .count = 1 << 20, .elem_size = 4}; /* a ring: 6 steps */
+  ck_assert_ptr_null(loom_plan(&a, &s));
+  struct loom_step big[LOOM_SCHED_MAX_STEPS(4)];
+  loom_sched_init(&s, big, LOOM_SCHED_MAX_STEPS(4));
+  ck_assert_ptr_nonnull(loom_plan(&a, &s));
+  ck_assert_int_eq(s.overflow, 0);
 }
 END_TEST
 
@@ -532,7 +560,8 @@ END_TEST
 
 START_TEST(ring_allreduce_shape) {
   struct loom_step steps[LOOM_SCHED_MAX_STEPS(4)];
-  struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(4), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}, 0};
+  struct loom_schedule s;
+  loom_sched_init(&s, steps, LOOM_SCHED_MAX_STEPS(4));
   loom_ring_allreduce(1, 4, 10, &s); /* blocks 3 3 2 2 at 0 3 6 8 */
   ck_assert_int_eq(s.nsteps, 6);
   ck_assert_uint_eq(s.copy.count, 0);
@@ -583,7 +612,8 @@ END_TEST
 START_TEST(rd_operand_order) {
   /* Both of a pair compute lower rank's value op higher rank's. */
   struct loom_step steps[LOOM_SCHED_MAX_STEPS(8)];
-  struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(8), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}, 0};
+  struct loom_schedule s;
+  loom_sched_init(&s, steps, LOOM_SCHED_MAX_STEPS(8));
   for (int r = 0; r < 8; r++) {
     loom_rd_allreduce(r, 8, 100, &s);
     ck_assert_int_eq(s.nsteps, 3);
@@ -602,6 +632,7 @@ static Suite *sched_suite(void) {
   TCase *tc = tcase_create("basics");
   tcase_add_test(tc, split_many);
   tcase_add_test(tc, add_and_reset);
+  tcase_add_test(tc, overflow_refused);
   tcase_add_test(tc, ring_allreduce_shape);
   tcase_add_test(tc, rd_operand_order);
   tcase_add_test(tc, simulator_rejects);

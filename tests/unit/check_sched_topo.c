@@ -186,7 +186,8 @@ START_TEST(dbtree_segments) {
   /* the segments are really there: 4 per tree on a leaf of both trees' chain */
   uniform_shape(2, 1, 0);
   struct loom_step steps[LOOM_SCHED_MAX_STEPS(2)];
-  struct loom_schedule sch = {0, LOOM_SCHED_MAX_STEPS(2), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}, 0};
+  struct loom_schedule sch;
+  loom_sched_init(&sch, steps, LOOM_SCHED_MAX_STEPS(2));
   loom_dbtree_allreduce(1, &shape, big, &sch);
   ck_assert_int_eq(sch.nsteps, 4 * LOOM_TREE_SEGMENTS); /* up+down per tree per segment */
   loom_dbtree_allreduce(1, &shape, big - 2, &sch);
@@ -281,7 +282,8 @@ START_TEST(ordered_ring_crosses_nodes_rarely) {
   struct loom_step steps[LOOM_SCHED_MAX_STEPS(16)];
   int crossings = 0, identity_crossings = 0;
   for (int r = 0; r < 16; r++) {
-    struct loom_schedule s = {0, LOOM_SCHED_MAX_STEPS(16), steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}, 0};
+    struct loom_schedule s;
+    loom_sched_init(&s, steps, LOOM_SCHED_MAX_STEPS(16));
     loom_ring_allreduce_ordered(r, 16, shape.by_node, 1000, &s);
     crossings += shape.node_of[steps[0].send_peer] != shape.node_of[r];
     loom_ring_allreduce(r, 16, 1000, &s);

@@ -310,7 +310,8 @@ START_TEST(tuner_pick_matches_loom_plan) {
     enum loom_algo a = loom_sim_tuner_pick(&t, LOOM_COLL_ALLREDUCE, counts[i], 4);
     ck_assert_int_ne(a, LOOM_ALGO_AUTO);
     struct loom_step steps[64];
-    struct loom_schedule s1 = {0, 64, steps, {0, 0, 0, 0, 0}, 0, {0, 0, 0, 0}, 0};
+    struct loom_schedule s1;
+    loom_sched_init(&s1, steps, 64);
     struct loom_plan_args pa = {.coll = LOOM_COLL_ALLREDUCE, .nranks = 8, .count = counts[i],
                                 .elem_size = 4, .topo = &t};
     char name[64];

@@ -1375,11 +1375,13 @@ void simulate(struct call *c) {
     memset(&R->s.fold, 0xa5, sizeof R->s.fold);
     R->s.nsteps = -7;
     R->s.scratch_count = (size_t)0xa5a5a5a5;
+    R->s.overflow = 0xa5; /* the builder must reset it */
     R->s.cap = cap;
     R->s.steps = R->steps;
     build(p, &R->s);
     EXPECT(R->s.steps == R->steps && R->s.cap == cap,
            "rank %d: the builder replaced the step storage", p);
+    EXPECT(!R->s.overflow, "rank %d: the schedule overflowed its %d steps", p, cap);
     EXPECT(R->s.nsteps >= 0 && R->s.nsteps <= LOOM_SCHED_MAX_STEPS(n),
            "rank %d: %d steps, more than LOOM_SCHED_MAX_STEPS(%d) = %d", p, R->s.nsteps, n,
            LOOM_SCHED_MAX_STEPS(n));

@@ -3,7 +3,7 @@
  */
 #include "engine/fingerprint.h"
 #include "device/reduce.h"
-#include "plan/plan.h"
+#include "core/coll.h"
 
 #include <stdarg.h>
 #include <stdio.h>

@@ -12,7 +12,7 @@
 
 #define LOOM_FP_NO_ROOT (-1)
 #define LOOM_FP_NO_OP 0xff
-/* Communicator calls, beyond enum loom_coll (plan.h): each runs a barrier
+/* Communicator calls, beyond enum loom_coll (core/coll.h): each runs a barrier
  * fingerprinted with its own kind before its bootstrap work. */
 #define LOOM_FP_SPLIT 100
 #define LOOM_FP_FINALIZE 101

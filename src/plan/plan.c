@@ -6,14 +6,6 @@
 #include <math.h>
 #include <stddef.h>
 
-const char *loom_coll_name(enum loom_coll coll) {
-  static const char *const names[LOOM_COLL_COUNT] = {
-      "allreduce", "allgather", "reducescatter", "broadcast", "reduce",  "alltoall",
-      "alltoallv", "gather",    "scatter",       "send/recv", "barrier",
-  };
-  return (unsigned)coll < LOOM_COLL_COUNT ? names[coll] : "?";
-}
-
 /* Across nodes: all-reduce algorithms cheapest first by the alpha-beta
  * model (cost.c), those that cannot run here last. */
 static int rank_by_cost(const struct loom_plan_args *a, size_t bytes, enum loom_algo *out) {

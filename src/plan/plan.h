@@ -5,6 +5,7 @@
 #ifndef LOOM_PLAN_PLAN_H
 #define LOOM_PLAN_PLAN_H
 
+#include "core/coll.h"
 #include "sched/schedule.h"
 #include "topo/topo.h"
 
@@ -25,24 +26,6 @@
  * binary tree (2 log2(nodes) + 2(ranks per node - 1) latencies) takes the
  * small messages, since one-shot's n-1 messages per rank all cross. */
 #define LOOM_PLAN_ONESHOT_MAX_RANKS 8
-
-enum loom_coll {
-  LOOM_COLL_ALLREDUCE,
-  LOOM_COLL_ALLGATHER,
-  LOOM_COLL_REDUCESCATTER,
-  LOOM_COLL_BROADCAST,
-  LOOM_COLL_REDUCE,
-  LOOM_COLL_ALLTOALL,
-  LOOM_COLL_ALLTOALLV,
-  LOOM_COLL_GATHER,
-  LOOM_COLL_SCATTER,
-  LOOM_COLL_SENDRECV, /* a batch of loomSend/loomRecv */
-  LOOM_COLL_BARRIER,
-  LOOM_COLL_COUNT
-};
-
-/* "allreduce", ... for messages. */
-const char *loom_coll_name(enum loom_coll coll);
 
 /* Algorithms, as LOOM_ALGO names them.  AUTO: the tuner's choice. */
 enum loom_algo {

@@ -18,13 +18,17 @@
  * Plugins.  With LOOM_NET_PLUGIN=NAME, Loom dlopen()s libloom-net-NAME.so
  * (the normal dlopen search path first, then Loom's pkglibdir) and looks up
  * the symbol named by LOOM_NET_PLUGIN_SYMBOL: a `const struct
- * loom_transport` whose api_version must equal LOOM_TRANSPORT_API_VERSION.
+ * loom_transport` whose api_version must equal LOOM_TRANSPORT_API_VERSION
+ * and whose struct_size is sizeof(struct loom_transport) as the plugin saw
+ * it: members past that size are taken as absent (NULL), so optional
+ * members can be added at the end without breaking built plugins.
  * It then carries every peer that is not on this rank's host (or every
  * peer with LOOM_SHM_DISABLE=1).  docs/transports.md describes the ABI.
  *
  *   #include <loom_net.h>
  *   const struct loom_transport LOOM_NET_PLUGIN_NAME = {
- *       .name = "myfabric", .api_version = LOOM_TRANSPORT_API_VERSION, ...};
+ *       .name = "myfabric", .api_version = LOOM_TRANSPORT_API_VERSION,
+ *       .struct_size = sizeof(struct loom_transport), ...};
  *
  * Threads: one thread at a time calls into a context and its connections.
  */
@@ -41,14 +45,15 @@
 extern "C" {
 #endif
 
-/* 4: record_error and log in loom_transport_comm, ctx_busy_wait. */
-#define LOOM_TRANSPORT_API_VERSION 4
+/* 4: record_error and log in loom_transport_comm, ctx_busy_wait.
+ * 5: struct_size, and the optional properties, ctx_name and peek. */
+#define LOOM_TRANSPORT_API_VERSION 5
 
 #define LOOM_NET_CAT2_(a, b) a##b
 #define LOOM_NET_CAT_(a, b) LOOM_NET_CAT2_(a, b)
 #define LOOM_NET_STR2_(a) #a
 #define LOOM_NET_STR_(a) LOOM_NET_STR2_(a)
-/* The symbol a plugin exports: loom_net_plugin_v4 for this version. */
+/* The symbol a plugin exports: loom_net_plugin_v5 for this version. */
 #define LOOM_NET_PLUGIN_NAME LOOM_NET_CAT_(loom_net_plugin_v, LOOM_TRANSPORT_API_VERSION)
 #define LOOM_NET_PLUGIN_SYMBOL LOOM_NET_STR_(LOOM_NET_PLUGIN_NAME)
 
@@ -92,9 +97,24 @@ struct loom_xfer {
   int parts_left; /* transport private */
 };
 
+/* What a transport tells the tuner's cost model (the alpha-beta model that
+ * ranks algorithms across nodes) about one peer's connection.  0 in a
+ * field: not known; the model then uses the node's NIC speed or its own
+ * default. */
+struct loom_net_properties {
+  double latency_us;      /* one small message, one way */
+  double bandwidth_gbps;  /* one connection's, in GB/s */
+  double msg_overhead_us; /* CPU work per message at each end (system calls, ...) */
+};
+
+/* Loom's own, for reading received data in place (transports/transport.h);
+ * plugins leave peek NULL. */
+struct loom_peek_ops;
+
 struct loom_transport {
   const char *name;
   int api_version;
+  size_t struct_size; /* sizeof(struct loom_transport) where the table was built */
   size_t addr_bytes;
   loomResult_t (*init)(const struct loom_transport_comm *info, void **ctx,
                        void *addr);
@@ -118,6 +138,13 @@ struct loom_transport {
   /* Optional (NULL: busy_wait applies): the same question per context,
    * for transports that learn it at init (a provider without wait fds). */
   int (*ctx_busy_wait)(void *ctx);
+  /* Optional: the connection to `peer` as the cost model should see it
+   * (zeroed by the caller first; leave unknown fields 0). */
+  void (*properties)(void *ctx, int peer, struct loom_net_properties *p);
+  /* Optional: what the context carries, for the log (e.g. "shm+tcp"). */
+  const char *(*ctx_name)(void *ctx);
+  /* Optional, Loom's own transports only: reading received data in place. */
+  const struct loom_peek_ops *peek;
 };
 
 #ifdef __cplusplus

@@ -282,7 +282,11 @@ static void mux_consume(void *conn, struct loom_xfer *x) {
   loom_shm_consume(c->conn, x);
 }
 
-const struct loom_peek_ops loom_mux_peek_ops = {mux_can_peek, mux_peek, mux_consume};
+static const struct loom_peek_ops mux_peek_ops = {
+    .can = mux_can_peek,
+    .peek = mux_peek,
+    .consume = mux_consume,
+};
 
 static int mux_poll_fds(void *vctx, struct pollfd *fds, int max) {
   struct mux_ctx *ctx = vctx;
@@ -295,22 +299,32 @@ static int mux_poll_fds(void *vctx, struct pollfd *fds, int max) {
 
 static void mux_fini(void *vctx) { mux_free(vctx); }
 
-int loom_mux_busy_wait(void *vctx) {
+/* Busy-wait when any transport that carries a peer must. */
+static int mux_busy_wait(void *vctx) {
   const struct mux_ctx *ctx = vctx;
   if (ctx == NULL)
     return 0;
-  for (int t = 0; t < MUX_N; t++) {
-    const struct loom_transport *tp = ctx->tp[t];
+  for (int t = 0; t < MUX_N; t++)
     if (ctx->sub[t] != NULL && ctx->count[t] > 0 &&
-        (tp->ctx_busy_wait != NULL ? tp->ctx_busy_wait(ctx->sub[t]) : tp->busy_wait))
+        loom_transport_busy_wait(ctx->tp[t], ctx->sub[t]))
       return 1;
-  }
   return 0;
 }
 
-const char *loom_mux_name(void *vctx) {
+static const char *mux_name(void *vctx) {
   const struct mux_ctx *ctx = vctx;
   return ctx != NULL && ctx->name[0] ? ctx->name : "none";
+}
+
+/* The peer's connection as the transport that carries it describes it. */
+static void mux_properties(void *vctx, int peer, struct loom_net_properties *p) {
+  const struct mux_ctx *ctx = vctx;
+  if (ctx == NULL || peer < 0 || peer >= ctx->nranks || peer == ctx->rank)
+    return;
+  const struct mux_conn *c = &ctx->conns[peer];
+  for (int t = 0; t < MUX_N; t++)
+    if (c->tp == ctx->tp[t] && ctx->sub[t] != NULL && c->tp->properties != NULL)
+      c->tp->properties(ctx->sub[t], peer, p);
 }
 
 const struct loom_transport loom_transport_mux = {
@@ -325,4 +339,9 @@ const struct loom_transport loom_transport_mux = {
     .poll_fds = mux_poll_fds,
     .fini = mux_fini,
     .busy_wait = 0,
+    .ctx_busy_wait = mux_busy_wait,
+    .struct_size = sizeof(struct loom_transport),
+    .properties = mux_properties,
+    .ctx_name = mux_name,
+    .peek = &mux_peek_ops,
 };

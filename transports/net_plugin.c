@@ -2,7 +2,9 @@
  * net_plugin.c — loading a transport from libloom-net-NAME.so
  * (LOOM_NET_PLUGIN=NAME): the dlopen search path first, then Loom's
  * pkglibdir; the symbol LOOM_NET_PLUGIN_SYMBOL (loom_net_plugin_v<N>) must
- * be a struct loom_transport of this API version.  A loaded plugin stays
+ * be a struct loom_transport of this API version; Loom keeps a copy in
+ * which the members past the plugin's struct_size are NULL (added after
+ * the plugin was built).  A loaded plugin stays
  * loaded for the life of the process (communicators come and go; its code
  * must not).
  */
@@ -11,6 +13,8 @@
 
 #include <ctype.h>
 #include <dlfcn.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
@@ -58,6 +62,14 @@ static loomResult_t check_vtable(const char *file, const struct loom_transport *
                       "LOOM_NET_PLUGIN: %s: %s says API version %d, this Loom speaks version %d "
                       "(rebuild the plugin against this Loom's loom_net.h)",
                       file, LOOM_NET_PLUGIN_SYMBOL, t->api_version, LOOM_TRANSPORT_API_VERSION);
+  /* every member up to ctx_busy_wait is version 5's own */
+  size_t base = offsetof(struct loom_transport, properties);
+  if (t->struct_size < base)
+    return loom_error(loomInvalidArgument, LOOM_LOG_NET,
+                      "LOOM_NET_PLUGIN: %s: %s has struct_size %zu, less than version %d's %zu "
+                      "bytes (set .struct_size = sizeof(struct loom_transport))",
+                      file, LOOM_NET_PLUGIN_SYMBOL, t->struct_size, LOOM_TRANSPORT_API_VERSION,
+                      base);
   const char *missing = t->name == NULL              ? "name"
                         : t->init == NULL            ? "init"
                         : t->connect == NULL         ? "connect"
@@ -110,9 +122,18 @@ static loomResult_t load(const char *name, const struct loom_transport **out) {
     dlclose(handle);
     return res;
   }
+  /* the members it knows; later ones (and peek, Loom's own) absent */
+  struct loom_transport *copy = calloc(1, sizeof *copy);
+  if (copy == NULL) {
+    dlclose(handle);
+    return loom_error(loomSystemError, LOOM_LOG_NET, "LOOM_NET_PLUGIN=%s: out of memory", name);
+  }
+  memcpy(copy, t, t->struct_size < sizeof *copy ? t->struct_size : sizeof *copy);
+  copy->struct_size = sizeof *copy;
+  copy->peek = NULL;
   LOOM_INFO(LOOM_LOG_NET, "LOOM_NET_PLUGIN=%s: loaded %s, transport \"%s\" (API version %d)",
             name, file, t->name, t->api_version);
-  *out = t;
+  *out = copy; /* kept, like the library, for the life of the process */
   return loomSuccess;
 }
 

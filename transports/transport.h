@@ -42,9 +42,12 @@ int loom_ib_available(char *why, size_t len);
  * network transport that transports/select.c chooses (LOOM_NET,
  * LOOM_NET_PLUGIN; tcp by default). */
 extern const struct loom_transport loom_transport_mux;
-/* Whether a mux context currently routes any peer over a busy-wait
- * transport. */
-int loom_mux_busy_wait(void *mux_ctx);
+/* Whether a context must be polled without sleeping: some data reaches
+ * it without waking any fd (the table's busy_wait, or its ctx_busy_wait
+ * where the context decides; the mux answers for the peers it routes). */
+static inline int loom_transport_busy_wait(const struct loom_transport *tp, void *ctx) {
+  return tp->ctx_busy_wait != NULL ? tp->ctx_busy_wait(ctx) : tp->busy_wait;
+}
 /* Reading in place, so that a reduction reads received data straight
  * from a shared-memory FIFO instead of a copy of it.  A receive posted
  * with buf == NULL on a connection whose `can` is 1 is not copied: `peek`
@@ -58,10 +61,9 @@ struct loom_peek_ops {
   size_t (*peek)(void *conn, struct loom_xfer *x, const void **data);
   void (*consume)(void *conn, struct loom_xfer *x);
 };
-/* The mux's, for its connections: in place over shm (unless single copy
- * is on for that peer, or LOOM_SHM_DIRECT_REDUCE=0), never over a network. */
-extern const struct loom_peek_ops loom_mux_peek_ops;
-/* What the mux context carries, e.g. "shm+tcp", "ofi" (for the log). */
-const char *loom_mux_name(void *mux_ctx);
+/* The mux's table carries them as its `peek` (in place over shm unless
+ * single copy is on for that peer or LOOM_SHM_DIRECT_REDUCE=0, never over
+ * a network), its ctx_name ("shm+tcp", "ofi") and, per peer, the
+ * properties of the transport that carries it. */
 
 #endif

@@ -24,10 +24,8 @@ struct loomComm {
   char name[64];
   int timeout_ms;
   struct loom_bootstrap *bs;
-  const struct loom_transport *tp;
-  void *tp_ctx;
-  void **conns; /* per rank */
-  struct loom_engine engine;
+  struct loom_engine engine; /* holds the transport: tp, tp_ctx, conns per rank */
+  struct loom_cost_links links; /* what the transports report, for the tuner */
   /* schedule storage for one call (grown for large send/recv batches) */
   struct loom_step *sched_steps;
   int sched_cap;

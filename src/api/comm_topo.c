@@ -85,6 +85,7 @@ void loom_comm_topo_report(loomComm_t comm) {
         .allowed = comm->algo[LOOM_COLL_ALLREDUCE],
         .topo = t,
         .tune = comm->tune.nentries > 0 ? &comm->tune : NULL,
+        .links = &comm->links,
         .proto_allowed = comm->proto[LOOM_COLL_ALLREDUCE],
         .chunk_bytes = comm->engine.chunk_bytes,
         .nchannels = comm->nchannels,

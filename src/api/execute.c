@@ -62,6 +62,7 @@ static struct loom_plan_args plan_args(loomComm_t comm, enum loom_coll coll, int
       .allowed = comm->algo[coll],
       .topo = comm->topo.nnodes > 0 ? &comm->topo : NULL,
       .tune = comm->tune.nentries > 0 ? &comm->tune : NULL,
+      .links = &comm->links,
       .proto_allowed = comm->proto[coll],
       .chunk_bytes = comm->engine.chunk_bytes,
       .nchannels = comm->nchannels,

@@ -104,12 +104,51 @@ void loom_comm_wait_tasks(loomComm_t comm) {
   pthread_mutex_unlock(&comm->inflight_lock);
 }
 
+static const char *transport_name(const struct loom_engine *e) {
+  if (e->tp == NULL)
+    return "none (1 rank)";
+  return e->tp->ctx_name != NULL ? e->tp->ctx_name(e->tp_ctx) : e->tp->name;
+}
+
+/* What the transport reports of one peer inside this node and one outside
+ * (where there are such peers), for the tuner's cost model. */
+static void read_links(loomComm_t comm, const int *local, int nlocal) {
+  const struct loom_engine *e = &comm->engine;
+  if (e->tp->properties == NULL)
+    return;
+  int intra = -1, inter = -1;
+  for (int i = 0; i < nlocal && intra < 0; i++)
+    if (local[i] != comm->rank)
+      intra = local[i];
+  for (int r = 0, i = 0; r < comm->nranks && inter < 0; r++) {
+    while (i < nlocal && local[i] < r)
+      i++;
+    if (i == nlocal || local[i] != r)
+      inter = r;
+  }
+  struct loom_net_properties p;
+  if (intra >= 0) {
+    p = (struct loom_net_properties){0};
+    e->tp->properties(e->tp_ctx, intra, &p);
+    comm->links.intra = (struct loom_cost_link){.latency_us = p.latency_us,
+                                                .bandwidth_gbps = p.bandwidth_gbps,
+                                                .msg_overhead_us = p.msg_overhead_us};
+  }
+  if (inter >= 0) {
+    p = (struct loom_net_properties){0};
+    e->tp->properties(e->tp_ctx, inter, &p);
+    comm->links.inter = (struct loom_cost_link){.latency_us = p.latency_us,
+                                                .bandwidth_gbps = p.bandwidth_gbps,
+                                                .msg_overhead_us = p.msg_overhead_us};
+  }
+}
+
 /* Opens a connection to every other rank: point-to-point calls and
  * all-to-all need any pair, and the schedules pick peers per call. */
 static loomResult_t connect_transport(loomComm_t comm) {
   if (comm->nranks == 1)
     return loomSuccess;
-  comm->tp = &loom_transport_mux;
+  comm->engine.tp = &loom_transport_mux;
   /* The ranks of this host, from the host ids exchanged at rendezvous (not
    * comm->topo: a LOOM_TOPO_FILE may describe another machine, but shared
    * memory needs the real one). */
@@ -129,7 +168,7 @@ static loomResult_t connect_transport(loomComm_t comm) {
       .local_ranks = local,
       .nlocal = nlocal,
   };
-  size_t ab = comm->tp->addr_bytes;
+  size_t ab = comm->engine.tp->addr_bytes;
   int *peers = NULL;
   void **conns = NULL;
   char *addrs = calloc((size_t)comm->nranks, ab);
@@ -138,7 +177,7 @@ static loomResult_t connect_transport(loomComm_t comm) {
     return loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
   }
   loomResult_t res;
-  LOOM_CHECK_GOTO(comm->tp->init(&info, &comm->tp_ctx, addrs + (size_t)comm->rank * ab), res,
+  LOOM_CHECK_GOTO(comm->engine.tp->init(&info, &comm->engine.tp_ctx, addrs + (size_t)comm->rank * ab), res,
                   out);
   LOOM_CHECK_GOTO(loom_bootstrap_allgather(comm->bs, addrs, ab), res, out);
   int npeers = 0;
@@ -151,10 +190,11 @@ static loomResult_t connect_transport(loomComm_t comm) {
   for (int i = 1; i < comm->nranks; i++)
     peers[npeers++] = (comm->rank + i) % comm->nranks;
   uint64_t deadline = loom_deadline_ms(loom_param_int(LOOM_PARAM_BOOTSTRAP_TIMEOUT) * 1000);
-  LOOM_CHECK_GOTO(comm->tp->connect(comm->tp_ctx, npeers, peers, addrs, deadline, conns), res,
+  LOOM_CHECK_GOTO(comm->engine.tp->connect(comm->engine.tp_ctx, npeers, peers, addrs, deadline, conns), res,
                   out);
   for (int i = 0; i < npeers; i++)
-    comm->conns[peers[i]] = conns[i];
+    comm->engine.conns[peers[i]] = conns[i];
+  read_links(comm, local, nlocal);
 out:
   free(addrs);
   free(peers);
@@ -172,16 +212,13 @@ static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
   struct loom_engine *e = &comm->engine;
   e->rank = comm->rank;
   e->nranks = comm->nranks;
-  e->tp = comm->tp;
-  e->tp_ctx = comm->tp_ctx;
-  e->conns = comm->conns;
-  e->peek = comm->tp != NULL ? &loom_mux_peek_ops : NULL;
+  e->peek = e->tp != NULL ? e->tp->peek : NULL;
   e->bs = comm->bs;
   e->abort_flag = &comm->abort_flag;
   e->wake_fd = comm->wake_fd;
   e->timeout_ms = comm->timeout_ms;
   e->spin_us = (int)loom_param_int(LOOM_PARAM_SPIN_US);
-  e->busy_wait = comm->tp != NULL && loom_mux_busy_wait(comm->tp_ctx);
+  e->busy_wait = e->tp != NULL && loom_transport_busy_wait(e->tp, e->tp_ctx);
   e->chunk_bytes = (size_t)loom_param_int(LOOM_PARAM_CHUNK_BYTES);
   LOOM_CHECK(loom_engine_init(e));
   loom_comm_topo_report(comm);
@@ -189,7 +226,7 @@ static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
             "comm %s: rank %d of %d ready in %.1f ms (transport %s, timeout %d ms, "
             "chunk %zu bytes)",
             comm->name, comm->rank, comm->nranks, (double)(loom_now_ns() - t0) / 1e6,
-            comm->tp ? loom_mux_name(comm->tp_ctx) : "none (1 rank)", comm->timeout_ms,
+            transport_name(e), comm->timeout_ms,
             e->chunk_bytes);
   return loomSuccess;
 }
@@ -254,8 +291,8 @@ static loomResult_t read_algo(const loomConfig_t *config, unsigned algo[LOOM_COL
 }
 
 static void comm_free(loomComm_t comm) {
-  if (comm->tp != NULL && comm->tp_ctx != NULL)
-    comm->tp->fini(comm->tp_ctx);
+  if (comm->engine.tp != NULL && comm->engine.tp_ctx != NULL)
+    comm->engine.tp->fini(comm->engine.tp_ctx);
   loom_bootstrap_close(comm->bs);
   loom_engine_fini(&comm->engine);
   if (comm->wake_fd >= 0)
@@ -265,7 +302,7 @@ static void comm_free(loomComm_t comm) {
   pthread_mutex_destroy(&comm->inflight_lock);
   pthread_mutex_destroy(&comm->ops_lock);
   pthread_cond_destroy(&comm->inflight_done);
-  free(comm->conns);
+  free(comm->engine.conns);
   free(comm->sched_steps);
   free(comm->scratch);
   free(comm->premul);
@@ -298,11 +335,11 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   if (loom_proto_parse(loom_param_str(LOOM_PARAM_PROTO), proto, proto_err, sizeof proto_err) != 0)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomCommInitRank: %s", proto_err);
   loomComm_t comm = calloc(1, sizeof *comm);
-  if (comm == NULL || (comm->conns = calloc((size_t)nranks, sizeof(void *))) == NULL ||
+  if (comm == NULL || (comm->engine.conns = calloc((size_t)nranks, sizeof(void *))) == NULL ||
       (comm->sched_steps = malloc(sizeof(struct loom_step) *
                                   (size_t)LOOM_SCHED_MAX_STEPS(nranks))) == NULL) {
     if (comm != NULL)
-      free(comm->conns);
+      free(comm->engine.conns);
     free(comm);
     return loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
   }

@@ -19,16 +19,23 @@
 #include <math.h>
 #include <stdlib.h>
 
-void loom_cost_seed(struct loom_cost_model *m, const struct loom_topo *t) {
-  m->alpha_intra = LOOM_COST_SHM_ALPHA_US * 1e-6;
-  m->beta_intra = 1.0 / (LOOM_COST_SHM_GBPS * 1e9);
-  m->alpha_inter = LOOM_COST_NET_ALPHA_US * 1e-6;
-  m->beta_inter = 1.0 / (LOOM_COST_NET_GBPS * 1e9);
+/* x when known (> 0), else the default */
+static double known(double x, double dflt) { return x > 0 ? x : dflt; }
+
+void loom_cost_seed(struct loom_cost_model *m, const struct loom_topo *t,
+                    const struct loom_cost_links *links) {
+  static const struct loom_cost_links none;
+  const struct loom_cost_link *in = links != NULL ? &links->intra : &none.intra;
+  const struct loom_cost_link *net = links != NULL ? &links->inter : &none.inter;
+  double nic_gbps = t != NULL && t->net_mbps > 0 ? (double)t->net_mbps / 8e3 : 0.0;
+  m->alpha_intra = known(in->latency_us, LOOM_COST_SHM_ALPHA_US) * 1e-6;
+  m->beta_intra = 1.0 / (known(in->bandwidth_gbps, LOOM_COST_SHM_GBPS) * 1e9);
+  m->msg_intra = known(in->msg_overhead_us, LOOM_COST_SHM_MSG_US) * 1e-6;
+  m->alpha_inter = known(net->latency_us, LOOM_COST_NET_ALPHA_US) * 1e-6;
+  m->beta_inter =
+      1.0 / (known(net->bandwidth_gbps, known(nic_gbps, LOOM_COST_NET_GBPS)) * 1e9);
+  m->msg_inter = known(net->msg_overhead_us, LOOM_COST_NET_MSG_US) * 1e-6;
   m->beta_reduce = 1.0 / (LOOM_COST_REDUCE_GBPS * 1e9);
-  m->msg_intra = LOOM_COST_SHM_MSG_US * 1e-6;
-  m->msg_inter = LOOM_COST_NET_MSG_US * 1e-6;
-  if (t != NULL && t->net_mbps > 0)
-    m->beta_inter = 8.0 / ((double)t->net_mbps * 1e6);
 }
 
 double loom_cost_allreduce(enum loom_algo algo, int n, const struct loom_topo *t, size_t bytes,

@@ -15,7 +15,7 @@ static int rank_by_cost(const struct loom_plan_args *a, size_t bytes, enum loom_
                                        LOOM_ALGO_HIER,    LOOM_ALGO_RHD,  LOOM_ALGO_RING};
   enum { NALL = sizeof all / sizeof all[0] };
   struct loom_cost_model m;
-  loom_cost_seed(&m, a->topo);
+  loom_cost_seed(&m, a->topo, a->links);
   double cost[NALL];
   int k = 0;
   for (int i = 0; i < NALL; i++) {
@@ -160,7 +160,7 @@ static enum loom_proto choose_proto(const struct loom_plan_args *a, enum loom_al
   if (t != NULL && t->hw != NULL && t->hw[0].cores > 0 && t->max_node_size > t->hw[0].cores)
     return LOOM_PROTO_SIMPLE;
   struct loom_cost_model m;
-  loom_cost_seed(&m, t);
+  loom_cost_seed(&m, t, a->links);
   double t_ll = loom_cost_pipeline(depth, part, LOOM_PROTO_LL_SLICE_BYTES, t, &m);
   double t_simple = loom_cost_pipeline(depth, part, chunk, t, &m);
   return t_ll < t_simple ? LOOM_PROTO_LL : LOOM_PROTO_SIMPLE;

@@ -113,9 +113,20 @@ struct loom_cost_model {
   double msg_intra, msg_inter; /* s of work per message at each end */
   double beta_reduce;          /* s per byte of one operand */
 };
-/* The defaults, with the network's beta from the slowest NIC speed the
- * topology knows (topo->net_mbps). */
-void loom_cost_seed(struct loom_cost_model *m, const struct loom_topo *t);
+/* What the transports report of a connection inside a node (intra) and
+ * between nodes (inter), from their ops tables' `properties`; 0 in a
+ * field: not known. */
+struct loom_cost_link {
+  double latency_us, bandwidth_gbps, msg_overhead_us;
+};
+struct loom_cost_links {
+  struct loom_cost_link intra, inter;
+};
+/* The model for these links (NULL, or a field 0: the defaults above); the
+ * network's bandwidth, where its transport does not know it, from the
+ * slowest NIC speed the topology knows (topo->net_mbps). */
+void loom_cost_seed(struct loom_cost_model *m, const struct loom_topo *t,
+                    const struct loom_cost_links *links);
 /* Predicted seconds of an all-reduce of `bytes` with `algo` on n ranks of
  * topology t (NULL: one node); INFINITY for algorithms it has no formula
  * for.  Whether the algorithm can run is not checked here. */
@@ -158,6 +169,7 @@ struct loom_plan_args {
                        them can run the tuner's choice runs */
   const struct loom_topo *topo; /* which ranks share a node; NULL: all one node */
   const struct loom_tune *tune; /* LOOM_TUNE_FILE's choices; NULL: none */
+  const struct loom_cost_links *links; /* what the transports report; NULL: defaults */
   /* all-to-all-v: per peer, in elements */
   const size_t *sendcounts, *sdispls, *recvcounts, *rdispls;
   unsigned proto_allowed; /* LOOM_PROTO: 1 << proto per allowed protocol, 0 = any */

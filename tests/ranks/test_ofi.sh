@@ -92,6 +92,9 @@ expect_init_fail 2 "invalid argument: LOOM_NET_PLUGIN=nonexistent: cannot load l
 LOOM_NET_PLUGIN=badversion run_ranks_keep 2 30 "$CT" -s 1
 expect_init_fail 2 "libloom-net-badversion.so was built for transport API version 3 (loom_net_plugin_v3), this Loom speaks version [0-9]" \
   "LOOM_NET_PLUGIN=badversion: refused, naming both versions"
+LOOM_NET_PLUGIN=badsize run_ranks_keep 2 30 "$CT" -s 1
+expect_init_fail 2 "libloom-net-badsize.so: loom_net_plugin_v[0-9]* has struct_size 16, less than version [0-9]*'s [0-9]* bytes" \
+  "LOOM_NET_PLUGIN=badsize: a table smaller than this version's refused, naming both sizes"
 LOOM_NET_PLUGIN=tcpplug LOOM_NET=tcp run_ranks_keep 2 30 "$CT" -s 1
 expect_init_fail 2 "both choose the transport between nodes: unset one" "LOOM_NET and LOOM_NET_PLUGIN together: refused"
 unset LD_LIBRARY_PATH

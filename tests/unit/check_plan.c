@@ -112,7 +112,8 @@ static const char *plan_on(enum loom_coll coll, int nranks, size_t bytes, enum l
   struct loom_schedule s;
   loom_sched_init(&s, steps, LOOM_SCHED_MAX_STEPS(1024));
   unsigned allowed = algo == LOOM_ALGO_AUTO ? 0 : 1u << algo;
-  struct loom_plan_args a = {coll, 0, nranks, 0, bytes / 4, 4, allowed, topo, NULL, NULL, NULL, NULL, NULL, 0, 0, 0};
+  struct loom_plan_args a = {.coll = coll, .nranks = nranks, .count = bytes / 4, .elem_size = 4,
+                             .allowed = allowed, .topo = topo};
   return loom_plan(&a, &s);
 }
 
@@ -265,8 +266,8 @@ START_TEST(tune_file) {
   ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_ALLGATHER, 65537), LOOM_ALGO_AUTO);
   ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_BROADCAST, 8), LOOM_ALGO_AUTO);
   /* the measured choice wins over the rules, LOOM_ALGO still limits it */
-  struct loom_plan_args a = {LOOM_COLL_ALLREDUCE, 0, 2, 0, 2, 4, 0, NULL, &t,
-                             NULL,               NULL, NULL, NULL, 0, 0, 0};
+  struct loom_plan_args a = {
+      .coll = LOOM_COLL_ALLREDUCE, .nranks = 2, .count = 2, .elem_size = 4, .tune = &t};
   static struct loom_step steps[LOOM_SCHED_MAX_STEPS(2)];
   struct loom_schedule s;
   loom_sched_init(&s, steps, LOOM_SCHED_MAX_STEPS(2));
@@ -299,7 +300,8 @@ END_TEST
 
 /* The model's formulas on cases with known answers. */
 START_TEST(cost_model) {
-  struct loom_cost_model m = {0, 1e-9, 0, 4e-9, 0, 0, 0}; /* bandwidth only: 1 and 0.25 GB/s */
+  /* bandwidth only: 1 and 0.25 GB/s */
+  struct loom_cost_model m = {.beta_intra = 1e-9, .beta_inter = 4e-9};
   struct loom_topo one_node, two_by_two;
   int id4a[] = {0, 0, 0, 0}, id4b[] = {0, 0, 1, 1};
   ck_assert_int_eq(loom_topo_from_nodes(&one_node, 4, id4a), 0);
@@ -317,7 +319,7 @@ START_TEST(cost_model) {
   NEAR(loom_cost_allreduce(LOOM_ALGO_HIER, 4, &two_by_two, S, &m), S * 1e-9 + S * 4e-9);
   ck_assert(loom_cost_allreduce(LOOM_ALGO_RING, 1, NULL, S, &m) == 0);
   /* latency only: the tree's depth over 8 nodes is 3 edges, each way */
-  struct loom_cost_model lat = {0, 0, 1e-6, 0, 0, 0, 0};
+  struct loom_cost_model lat = {.alpha_inter = 1e-6};
   struct loom_topo eight;
   int id8[] = {0, 1, 2, 3, 4, 5, 6, 7};
   ck_assert_int_eq(loom_topo_from_nodes(&eight, 8, id8), 0);
@@ -328,6 +330,37 @@ START_TEST(cost_model) {
   loom_topo_free(&one_node);
   loom_topo_free(&two_by_two);
   loom_topo_free(&eight);
+}
+END_TEST
+
+/* What the transports report replaces the defaults field by field; the
+ * network's bandwidth falls back to the NIC speed, then the default. */
+START_TEST(cost_seed_from_links) {
+#define NEAR(x, want) ck_assert_msg(fabs((x) - (want)) < 1e-15 + 1e-9 * (want), "%g != %g", (x), (want))
+  struct loom_cost_model m;
+  loom_cost_seed(&m, NULL, NULL);
+  NEAR(m.alpha_intra, LOOM_COST_SHM_ALPHA_US * 1e-6);
+  NEAR(m.beta_inter, 1.0 / (LOOM_COST_NET_GBPS * 1e9));
+  NEAR(m.msg_inter, LOOM_COST_NET_MSG_US * 1e-6);
+  struct loom_topo t;
+  int id[] = {0, 1};
+  ck_assert_int_eq(loom_topo_from_nodes(&t, 2, id), 0);
+  t.net_mbps = 100000; /* 12.5 GB/s */
+  loom_cost_seed(&m, &t, NULL);
+  NEAR(m.beta_inter, 1.0 / 12.5e9);
+  struct loom_cost_links l = {.intra = {.latency_us = 1.0},
+                              .inter = {.latency_us = 3.0, .msg_overhead_us = 0.5}};
+  loom_cost_seed(&m, &t, &l);
+  NEAR(m.alpha_intra, 1e-6);
+  NEAR(m.beta_intra, 1.0 / (LOOM_COST_SHM_GBPS * 1e9)); /* not reported: the default */
+  NEAR(m.alpha_inter, 3e-6);
+  NEAR(m.msg_inter, 0.5e-6);
+  NEAR(m.beta_inter, 1.0 / 12.5e9); /* not reported: the NIC's */
+  l.inter.bandwidth_gbps = 25.0;
+  loom_cost_seed(&m, &t, &l);
+  NEAR(m.beta_inter, 1.0 / 25e9);
+#undef NEAR
+  loom_topo_free(&t);
 }
 END_TEST
 
@@ -352,8 +385,15 @@ static size_t slice_of(enum loom_coll coll, int nranks, size_t bytes, enum loom_
   loom_sched_init(&s, steps, LOOM_SCHED_MAX_STEPS(1024));
   s.slice_bytes = 12345; /* loom_plan must set it */
   unsigned allowed = algo == LOOM_ALGO_AUTO ? 0 : 1u << algo;
-  struct loom_plan_args a = {coll, 0,    nranks, 0,    bytes / 4, 4,    allowed, topo,
-                             NULL, NULL, NULL,   NULL, NULL,      proto_allowed, 512u << 10, 1};
+  struct loom_plan_args a = {.coll = coll,
+                             .nranks = nranks,
+                             .count = bytes / 4,
+                             .elem_size = 4,
+                             .allowed = allowed,
+                             .topo = topo,
+                             .proto_allowed = proto_allowed,
+                             .chunk_bytes = 512u << 10,
+                             .nchannels = 1};
   loom_plan(&a, &s);
   return s.slice_bytes;
 }
@@ -432,6 +472,7 @@ int main(void) {
   tcase_add_test(tc, tune_file);
   tcase_add_test(tc, tune_file_errors);
   tcase_add_test(tc, cost_model);
+  tcase_add_test(tc, cost_seed_from_links);
   tcase_add_test(tc, tuner_allreduce);
   tcase_add_test(tc, tuner_forced_and_fallback);
   tcase_add_test(tc, tuner_with_nodes);

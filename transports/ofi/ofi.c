@@ -226,6 +226,16 @@ static void ofi_fini(void *vctx) {
     ctx_free(vctx);
 }
 
+/* A fabric provider (verbs, efa, psm3, ...) bypasses the kernel; the tcp,
+ * udp and sockets providers cost what kernel TCP does. */
+static void ofi_properties(void *vctx, int peer, struct loom_net_properties *p) {
+  const struct ofi_ctx *ctx = vctx;
+  (void)peer;
+  int fabric = ofi_prov_is_fabric(ctx->prov);
+  p->latency_us = fabric ? 3.0 : 20.0;
+  p->msg_overhead_us = fabric ? 0.5 : 2.0;
+}
+
 const struct loom_transport loom_transport_ofi = {
     .name = "ofi",
     .api_version = LOOM_TRANSPORT_API_VERSION,
@@ -239,4 +249,6 @@ const struct loom_transport loom_transport_ofi = {
     .fini = ofi_fini,
     .busy_wait = 0,
     .ctx_busy_wait = ofi_ctx_busy_wait,
+    .struct_size = sizeof(struct loom_transport),
+    .properties = ofi_properties,
 };

@@ -88,6 +88,11 @@ static void plug_fini(void *vctx) {
   free(ctx);
 }
 
+static void plug_properties(void *vctx, int peer, struct loom_net_properties *p) {
+  struct plug_ctx *ctx = vctx;
+  loom_transport_tcp.properties(ctx->tcp, peer, p);
+}
+
 const struct loom_transport LOOM_NET_PLUGIN_NAME = {
     .name = "tcpplug",
     .api_version = LOOM_TRANSPORT_API_VERSION,
@@ -100,4 +105,6 @@ const struct loom_transport LOOM_NET_PLUGIN_NAME = {
     .poll_fds = plug_poll_fds,
     .fini = plug_fini,
     .busy_wait = 0,
+    .struct_size = sizeof(struct loom_transport),
+    .properties = plug_properties,
 };

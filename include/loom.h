@@ -81,7 +81,7 @@ typedef enum {
 /* Where the scalar of loomRedOpCreatePreMulSum lives.  Host memory only:
  * the value is read when the op is created. */
 typedef enum {
-  loomScalarDevice = 0,        /* not supported on host streams */
+  loomScalarDevice = 0, /* not supported on host streams */
   loomScalarHostImmediate = 1
 } loomScalarResidence_t;
 
@@ -135,20 +135,28 @@ typedef struct loomConfig_v1 {
         LOOM_CONFIG_UNDEF_INT, LOOM_CONFIG_UNDEF_INT, NULL, NULL               \
   }
 
+/* Marks the library's exported functions: libloom is built with hidden
+ * visibility, so only what carries this is part of its ABI. */
+#if defined(__GNUC__) && !defined(LOOM_STATIC)
+#define LOOM_API __attribute__((visibility("default")))
+#else
+#define LOOM_API
+#endif
+
 /* ---- Errors and version -------------------------------------------------- */
 
 /* A static string describing a result code (never NULL). */
-const char *loomGetErrorString(loomResult_t result);
+LOOM_API const char *loomGetErrorString(loomResult_t result);
 
 /* The message of the last error seen by the calling thread (empty before
  * the first; not cleared by later successes).  `comm` may be NULL; the text
  * is kept per thread.  loomCommGetAsyncError copies a communicator's error
  * into the caller's text, for errors first seen on another thread. */
-const char *loomGetLastError(loomComm_t comm);
+LOOM_API const char *loomGetLastError(loomComm_t comm);
 
 /* Writes LOOM_VERSION_CODE of the library (which may differ from the header
  * the program was compiled with). */
-loomResult_t loomGetVersion(int *version);
+LOOM_API loomResult_t loomGetVersion(int *version);
 
 /* ---- Communicator life cycle --------------------------------------------- */
 
@@ -158,41 +166,42 @@ loomResult_t loomGetVersion(int *version);
  * does).  When LOOM_COMM_ID=host:port is set, every
  * caller gets the same id without starting anything: rank 0's
  * loomCommInitRank hosts the root at that address. */
-loomResult_t loomGetUniqueId(loomUniqueId *uniqueId);
+LOOM_API loomResult_t loomGetUniqueId(loomUniqueId *uniqueId);
 
 /* Creates this rank's member of an nranks-wide communicator.  Collective:
  * every rank 0..nranks-1 must call it with the same id.  Fails with
  * loomTimeout, naming the ranks that never arrived, after
  * LOOM_BOOTSTRAP_TIMEOUT seconds. */
-loomResult_t loomCommInitRank(loomComm_t *comm, int nranks, loomUniqueId commId,
-                              int rank);
-loomResult_t loomCommInitRankConfig(loomComm_t *comm, int nranks,
-                                    loomUniqueId commId, int rank,
-                                    loomConfig_t *config);
+LOOM_API loomResult_t loomCommInitRank(loomComm_t *comm, int nranks,
+                                       loomUniqueId commId, int rank);
+LOOM_API loomResult_t loomCommInitRankConfig(loomComm_t *comm, int nranks,
+                                             loomUniqueId commId, int rank,
+                                             loomConfig_t *config);
 
 /* Creates ndev communicators of one ndev-rank clique in this process (rank i
  * in comms[i]), e.g. one per thread or device.  devlist may be NULL; its
  * entries are checked (>= 0) but not used: host ranks have no device.
  * Single-process only. */
-loomResult_t loomCommInitAll(loomComm_t *comms, int ndev, const int *devlist);
+LOOM_API loomResult_t loomCommInitAll(loomComm_t *comms, int ndev,
+                                      const int *devlist);
 
 /* Splits comm into disjoint communicators, one per color.  Collective over
  * comm: every rank calls it.  Ranks of one color are ordered by key, then
  * by their rank in comm.  color == LOOM_SPLIT_NOCOLOR (or any negative)
  * gives *newcomm = NULL.  config may be NULL; fields it leaves unset take
  * the parent's timeout and the name "<parent>.<color>". */
-loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t *newcomm,
-                           loomConfig_t *config);
+LOOM_API loomResult_t loomCommSplit(loomComm_t comm, int color, int key,
+                                    loomComm_t *newcomm, loomConfig_t *config);
 
 /* Waits for work queued on streams for this communicator, then synchronises
  * with the other ranks (a bootstrap barrier), so that a following
  * loomCommDestroy cannot strand a peer mid-operation.  Afterwards only
  * loomCommDestroy may be called. */
-loomResult_t loomCommFinalize(loomComm_t comm);
+LOOM_API loomResult_t loomCommFinalize(loomComm_t comm);
 
 /* Waits for work queued on streams for this communicator, then frees its
  * resources (closes connections). */
-loomResult_t loomCommDestroy(loomComm_t comm);
+LOOM_API loomResult_t loomCommDestroy(loomComm_t comm);
 
 /* Stops the communicator: a collective blocked in another thread returns
  * loomRemoteError at once, connections are closed and resources freed;
@@ -201,16 +210,18 @@ loomResult_t loomCommDestroy(loomComm_t comm);
  * is waited for; both are bounded by a few LOOM_BOOTSTRAP_TIMEOUT periods.)
  * The handle is dead afterwards: no thread may start a call on it once
  * Abort has begun. */
-loomResult_t loomCommAbort(loomComm_t comm);
+LOOM_API loomResult_t loomCommAbort(loomComm_t comm);
 
 /* The communicator's asynchronous state: loomSuccess, loomInProgress (a
  * non-blocking init still running) or the error that broke it. */
-loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t *asyncError);
+LOOM_API loomResult_t loomCommGetAsyncError(loomComm_t comm,
+                                            loomResult_t *asyncError);
 
-loomResult_t loomCommCount(const loomComm_t comm, int *count);
-loomResult_t loomCommUserRank(const loomComm_t comm, int *rank);
+LOOM_API loomResult_t loomCommCount(const loomComm_t comm, int *count);
+LOOM_API loomResult_t loomCommUserRank(const loomComm_t comm, int *rank);
 
-/* ---- Collectives ---------------------------------------------------------- */
+/* ---- Collectives ----------------------------------------------------------
+ */
 
 /* Every collective and point-to-point call:
  *   - counts are in elements of `datatype`;
@@ -227,68 +238,74 @@ loomResult_t loomCommUserRank(const loomComm_t comm, int *rank);
  *     mismatched call's results are undefined;
  *   - a dead or stuck peer gives loomRemoteError or loomTimeout naming it. */
 
-
 /* Reduces `count` elements of every rank's sendbuff with `op` and writes the
  * result to every rank's recvbuff.  In place when sendbuff == recvbuff.
  * stream == NULL runs the call to completion on the calling thread. */
-loomResult_t loomAllReduce(const void *sendbuff, void *recvbuff, size_t count,
-                           loomDataType_t datatype, loomRedOp_t op,
-                           loomComm_t comm, loomStream_t stream);
+LOOM_API loomResult_t loomAllReduce(const void *sendbuff, void *recvbuff,
+                                    size_t count, loomDataType_t datatype,
+                                    loomRedOp_t op, loomComm_t comm,
+                                    loomStream_t stream);
 
 /* Gathers `sendcount` elements from every rank into every rank's recvbuff,
  * rank i's data at recvbuff + i*sendcount elements.  In place when
  * sendbuff == recvbuff + rank*sendcount elements. */
-loomResult_t loomAllGather(const void *sendbuff, void *recvbuff,
-                           size_t sendcount, loomDataType_t datatype,
-                           loomComm_t comm, loomStream_t stream);
+LOOM_API loomResult_t loomAllGather(const void *sendbuff, void *recvbuff,
+                                    size_t sendcount, loomDataType_t datatype,
+                                    loomComm_t comm, loomStream_t stream);
 
 /* Reduces like loomAllReduce, then leaves rank i the i-th block of
  * `recvcount` elements: sendbuff holds nranks*recvcount elements, recvbuff
  * recvcount.  In place when recvbuff == sendbuff + rank*recvcount. */
-loomResult_t loomReduceScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
-                               loomDataType_t datatype, loomRedOp_t op, loomComm_t comm,
-                               loomStream_t stream);
+LOOM_API loomResult_t loomReduceScatter(const void *sendbuff, void *recvbuff,
+                                        size_t recvcount,
+                                        loomDataType_t datatype, loomRedOp_t op,
+                                        loomComm_t comm, loomStream_t stream);
 
 /* Copies root's sendbuff to every rank's recvbuff (count elements).
  * sendbuff is read on root only.  In place when sendbuff == recvbuff. */
-loomResult_t loomBroadcast(const void *sendbuff, void *recvbuff, size_t count,
-                           loomDataType_t datatype, int root, loomComm_t comm,
-                           loomStream_t stream);
+LOOM_API loomResult_t loomBroadcast(const void *sendbuff, void *recvbuff,
+                                    size_t count, loomDataType_t datatype,
+                                    int root, loomComm_t comm,
+                                    loomStream_t stream);
 
 /* Reduces every rank's sendbuff into root's recvbuff.  recvbuff is written
  * on root only (it may be NULL elsewhere). */
-loomResult_t loomReduce(const void *sendbuff, void *recvbuff, size_t count,
-                        loomDataType_t datatype, loomRedOp_t op, int root,
-                        loomComm_t comm, loomStream_t stream);
+LOOM_API loomResult_t loomReduce(const void *sendbuff, void *recvbuff,
+                                 size_t count, loomDataType_t datatype,
+                                 loomRedOp_t op, int root, loomComm_t comm,
+                                 loomStream_t stream);
 
 /* Every rank sends `count` elements to every rank: block j of sendbuff
  * (at j*count) goes to rank j, and block i of recvbuff receives rank i's.
  * sendbuff and recvbuff must not overlap. */
-loomResult_t loomAllToAll(const void *sendbuff, void *recvbuff, size_t count,
-                          loomDataType_t datatype, loomComm_t comm, loomStream_t stream);
+LOOM_API loomResult_t loomAllToAll(const void *sendbuff, void *recvbuff,
+                                   size_t count, loomDataType_t datatype,
+                                   loomComm_t comm, loomStream_t stream);
 
 /* All-to-all with per-peer sizes: sendcounts[j] elements at
  * sendbuff + sdispls[j] go to rank j, which must post recvcounts[i] equal to
  * it for this rank i; they land at recvbuff + rdispls[i].  Displacements
  * are in elements.  The arrays are copied before the call returns. */
-loomResult_t loomAllToAllv(const void *sendbuff, const size_t sendcounts[],
-                           const size_t sdispls[], void *recvbuff,
-                           const size_t recvcounts[], const size_t rdispls[],
-                           loomDataType_t datatype, loomComm_t comm, loomStream_t stream);
+LOOM_API loomResult_t loomAllToAllv(
+    const void *sendbuff, const size_t sendcounts[], const size_t sdispls[],
+    void *recvbuff, const size_t recvcounts[], const size_t rdispls[],
+    loomDataType_t datatype, loomComm_t comm, loomStream_t stream);
 
 /* Root receives `sendcount` elements from every rank, rank i's at
  * recvbuff + i*sendcount (recvbuff is used on root only).  In place on root
  * when sendbuff == recvbuff + root*sendcount. */
-loomResult_t loomGather(const void *sendbuff, void *recvbuff, size_t sendcount,
-                        loomDataType_t datatype, int root, loomComm_t comm,
-                        loomStream_t stream);
+LOOM_API loomResult_t loomGather(const void *sendbuff, void *recvbuff,
+                                 size_t sendcount, loomDataType_t datatype,
+                                 int root, loomComm_t comm,
+                                 loomStream_t stream);
 
 /* Root sends block i of sendbuff (recvcount elements at i*recvcount) to
  * rank i (sendbuff is read on root only).  In place on root when
  * recvbuff == sendbuff + root*recvcount. */
-loomResult_t loomScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
-                         loomDataType_t datatype, int root, loomComm_t comm,
-                         loomStream_t stream);
+LOOM_API loomResult_t loomScatter(const void *sendbuff, void *recvbuff,
+                                  size_t recvcount, loomDataType_t datatype,
+                                  int root, loomComm_t comm,
+                                  loomStream_t stream);
 
 /* Point to point.  peer may be this rank only inside a group (a send to
  * itself matched by a receive from itself).  A loomSend to `peer` matches
@@ -299,22 +316,27 @@ loomResult_t loomScatter(const void *sendbuff, void *recvbuff, size_t recvcount,
  * receives: as with MPI_Send, two ranks that first send large messages to
  * each other deadlock); inside loomGroupStart/End any mix of sends and
  * receives, in any order, completes without deadlock. */
-loomResult_t loomSend(const void *sendbuff, size_t count, loomDataType_t datatype, int peer,
-                      loomComm_t comm, loomStream_t stream);
-loomResult_t loomRecv(void *recvbuff, size_t count, loomDataType_t datatype, int peer,
-                      loomComm_t comm, loomStream_t stream);
+LOOM_API loomResult_t loomSend(const void *sendbuff, size_t count,
+                               loomDataType_t datatype, int peer,
+                               loomComm_t comm, loomStream_t stream);
+LOOM_API loomResult_t loomRecv(void *recvbuff, size_t count,
+                               loomDataType_t datatype, int peer,
+                               loomComm_t comm, loomStream_t stream);
 
 /* Returns (or, on a stream, completes) once every rank has called it. */
-loomResult_t loomBarrier(loomComm_t comm, loomStream_t stream);
+LOOM_API loomResult_t loomBarrier(loomComm_t comm, loomStream_t stream);
 
 /* A custom op: sum of (scalar * x) over ranks, the scalar (one element of
  * datatype, read from *scalar now) being this rank's.  Use it only with
  * `datatype` and `comm`; free it with loomRedOpDestroy. */
-loomResult_t loomRedOpCreatePreMulSum(loomRedOp_t *op, void *scalar, loomDataType_t datatype,
-                                      loomScalarResidence_t residence, loomComm_t comm);
-loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm);
+LOOM_API loomResult_t loomRedOpCreatePreMulSum(loomRedOp_t *op, void *scalar,
+                                               loomDataType_t datatype,
+                                               loomScalarResidence_t residence,
+                                               loomComm_t comm);
+LOOM_API loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm);
 
-/* ---- Groups ---------------------------------------------------------------- */
+/* ---- Groups ----------------------------------------------------------------
+ */
 
 /* Calls between loomGroupStart and loomGroupEnd (per thread, nestable) are
  * recorded and issued together at the outermost loomGroupEnd: sends and
@@ -327,24 +349,26 @@ loomResult_t loomRedOpDestroy(loomRedOp_t op, loomComm_t comm);
  * (so one thread can drive every rank of loomCommInitAll).  Errors of the
  * calls run at loomGroupEnd (those without a stream) are returned by it;
  * those queued on a stream by loomStreamSynchronize. */
-loomResult_t loomGroupStart(void);
-loomResult_t loomGroupEnd(void);
+LOOM_API loomResult_t loomGroupStart(void);
+LOOM_API loomResult_t loomGroupEnd(void);
 
-/* ---- Host streams and events ------------------------------------------------ */
+/* ---- Host streams and events ------------------------------------------------
+ */
 
 /* A stream is a worker thread running queued work in issue order.  Work on
  * different streams runs concurrently. */
-loomResult_t loomStreamCreate(loomStream_t *stream);
+LOOM_API loomResult_t loomStreamCreate(loomStream_t *stream);
 /* Waits for the queued work, then frees the stream. */
-loomResult_t loomStreamDestroy(loomStream_t stream);
+LOOM_API loomResult_t loomStreamDestroy(loomStream_t stream);
 /* Waits until everything queued so far has run.  Returns the first error
  * of that work since the previous synchronisation (its message as the
  * last error), else loomSuccess. */
-loomResult_t loomStreamSynchronize(loomStream_t stream);
+LOOM_API loomResult_t loomStreamSynchronize(loomStream_t stream);
 /* loomSuccess when all queued work has run, loomInProgress otherwise. */
-loomResult_t loomStreamQuery(loomStream_t stream);
+LOOM_API loomResult_t loomStreamQuery(loomStream_t stream);
 /* Makes later work on `stream` wait until `event`'s last record completes. */
-loomResult_t loomStreamWaitEvent(loomStream_t stream, loomEvent_t event);
+LOOM_API loomResult_t loomStreamWaitEvent(loomStream_t stream,
+                                          loomEvent_t event);
 
 /* Queues a call of fn(arg) on the stream's worker, after the work queued
  * before it (like cudaLaunchHostFunc).  fn runs whether or not that work
@@ -353,19 +377,21 @@ loomResult_t loomStreamWaitEvent(loomStream_t stream, loomEvent_t event);
  * none), which it does not collect.  fn must not synchronise or destroy
  * its own stream, and should be short: later work waits for it.  Not
  * recorded by loomGroupStart: launch it after loomGroupEnd. */
-loomResult_t loomLaunchHostFunc(loomStream_t stream, void (*fn)(void *), void *arg);
+LOOM_API loomResult_t loomLaunchHostFunc(loomStream_t stream,
+                                         void (*fn)(void *), void *arg);
 
-loomResult_t loomEventCreate(loomEvent_t *event);
+LOOM_API loomResult_t loomEventCreate(loomEvent_t *event);
 /* Marks the point in `stream` reached by work queued so far (NULL stream:
  * complete at once). */
-loomResult_t loomEventRecord(loomEvent_t event, loomStream_t stream);
+LOOM_API loomResult_t loomEventRecord(loomEvent_t event, loomStream_t stream);
 /* Waits for the last record to complete (at once if never recorded). */
-loomResult_t loomEventSynchronize(loomEvent_t event);
+LOOM_API loomResult_t loomEventSynchronize(loomEvent_t event);
 /* loomSuccess when the last record completed, else loomInProgress. */
-loomResult_t loomEventQuery(loomEvent_t event);
-loomResult_t loomEventDestroy(loomEvent_t event);
+LOOM_API loomResult_t loomEventQuery(loomEvent_t event);
+LOOM_API loomResult_t loomEventDestroy(loomEvent_t event);
 
-/* ---- Launch environment --------------------------------------------------- */
+/* ---- Launch environment ---------------------------------------------------
+ */
 
 /* Where a launcher put this process: read from loomrun (LOOM_RANK,
  * LOOM_NRANKS, LOOM_LOCAL_RANK), Open MPI's mpirun (OMPI_COMM_WORLD_RANK,
@@ -380,7 +406,7 @@ typedef struct {
 
 /* Fills `info` from the environment; loomInvalidUsage with a message when
  * no known launcher's variables are set or they are inconsistent. */
-loomResult_t loomGetLaunchInfo(loomLaunchInfo_t *info);
+LOOM_API loomResult_t loomGetLaunchInfo(loomLaunchInfo_t *info);
 
 #ifdef __cplusplus
 }

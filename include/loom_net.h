@@ -93,7 +93,7 @@ struct loom_xfer {
   uint64_t fp[2];
   uint64_t peer_fp[2];
   int fp_mismatch;
-  volatile int done;
+  int done; /* set by progress, read by the same thread after it */
   int parts_left; /* transport private */
 };
 

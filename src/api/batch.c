@@ -80,7 +80,7 @@ static void batch_task_ended(struct loom_batch *b, loomResult_t res) {
 static void batch_close(struct loom_batch *b) {
   loomComm_t comm = b->comm;
   if (b->res != loomSuccess && b->res != loomInvalidArgument &&
-      comm->async_error == loomSuccess) {
+      atomic_load_explicit(&comm->async_error, memory_order_acquire) == loomSuccess) {
     loom_set_last_error(b->error);
     loom_comm_set_broken(comm, b->res);
   }
@@ -197,7 +197,7 @@ static loomResult_t execute_single(loomComm_t comm, const struct loom_call *c) {
   if (res == loomSuccess && (res = loom_post_call(comm, c, c->coll, &p)) == loomSuccess)
     res = loom_engine_wait(&comm->engine);
   /* as batch_close */
-  if (res != loomSuccess && res != loomInvalidArgument && comm->async_error == loomSuccess)
+  if (res != loomSuccess && res != loomInvalidArgument && atomic_load_explicit(&comm->async_error, memory_order_acquire) == loomSuccess)
     loom_comm_set_broken(comm, res);
   if (caller_rank != comm->rank)
     loom_log_set_rank(caller_rank);

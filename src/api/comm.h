@@ -57,11 +57,11 @@ struct loomComm {
   atomic_int inflight_waiters; /* threads in loom_comm_wait_tasks */
   pthread_mutex_t inflight_lock;
   pthread_cond_t inflight_done;
-  volatile int abort_flag;
+  atomic_int abort_flag;
   int wake_fd;
   /* loomSuccess, loomInProgress (non-blocking init) or the error that broke
    * the communicator; read by loomCommGetAsyncError from any thread. */
-  volatile int async_error;
+  atomic_int async_error;
   char async_text[1024];    /* the message of async_error, for any thread */
   pthread_mutex_t op_lock; /* held while a collective runs */
   pthread_t init_thread;

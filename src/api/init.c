@@ -34,10 +34,10 @@ loomResult_t loom_comm_check_usable(loomComm_t comm, const char *fn) {
                       "made by loomCommInitRank)",
                       fn);
   loom_log_set_rank(comm->rank); /* log lines of this call carry its rank */
-  if (__atomic_load_n(&comm->abort_flag, __ATOMIC_ACQUIRE))
+  if (atomic_load_explicit(&comm->abort_flag, memory_order_acquire))
     return loom_error(loomRemoteError, LOOM_LOG_COLL,
                       "%s: rank %d: the communicator was aborted", fn, comm->rank);
-  int state = __atomic_load_n(&comm->async_error, __ATOMIC_ACQUIRE);
+  int state = atomic_load_explicit(&comm->async_error, memory_order_acquire);
   if (state == loomInProgress)
     return loom_error(loomInvalidUsage, LOOM_LOG_COLL,
                       "%s: rank %d: the communicator is still initialising (wait until "
@@ -58,7 +58,7 @@ loomResult_t loom_comm_check_usable(loomComm_t comm, const char *fn) {
 
 void loom_comm_set_broken(loomComm_t comm, loomResult_t res) {
   snprintf(comm->async_text, sizeof comm->async_text, "%s", loom_last_error());
-  __atomic_store_n(&comm->async_error, (int)res, __ATOMIC_RELEASE);
+  atomic_store_explicit(&comm->async_error, (int)res, memory_order_release);
 }
 
 loomResult_t loom_comm_grow(void **buf, size_t *cap, size_t bytes) {
@@ -314,6 +314,17 @@ static void comm_free(loomComm_t comm) {
   free(comm);
 }
 
+static loomResult_t init_sync(loomComm_t comm) {
+  const char *what = "loomCommInitRank: creating the communicator's locks";
+  LOOM_CHECK(loom_check_errnum(pthread_mutex_init(&comm->op_lock, NULL), LOOM_LOG_INIT, what));
+  LOOM_CHECK(
+      loom_check_errnum(pthread_mutex_init(&comm->init_join_lock, NULL), LOOM_LOG_INIT, what));
+  LOOM_CHECK(
+      loom_check_errnum(pthread_mutex_init(&comm->inflight_lock, NULL), LOOM_LOG_INIT, what));
+  LOOM_CHECK(loom_check_errnum(pthread_mutex_init(&comm->ops_lock, NULL), LOOM_LOG_INIT, what));
+  return loom_check_errnum(pthread_cond_init(&comm->inflight_done, NULL), LOOM_LOG_INIT, what);
+}
+
 loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId commId,
                                     int rank, loomConfig_t *config) {
   if (out == NULL)
@@ -354,14 +365,14 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   comm->timeout_ms = timeout_ms;
   snprintf(comm->name, sizeof comm->name, "%s", name ? name : "loom");
   comm->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  pthread_mutex_init(&comm->op_lock, NULL);
-  pthread_mutex_init(&comm->init_join_lock, NULL);
-  pthread_mutex_init(&comm->inflight_lock, NULL);
-  pthread_mutex_init(&comm->ops_lock, NULL);
-  pthread_cond_init(&comm->inflight_done, NULL);
+  loomResult_t sync = init_sync(comm);
+  if (sync != loomSuccess) {
+    comm_free(comm);
+    return sync;
+  }
   comm->init_id = commId;
   if (!blocking) {
-    comm->async_error = loomInProgress;
+    atomic_store_explicit(&comm->async_error, loomInProgress, memory_order_relaxed);
     int err = pthread_create(&comm->init_thread, NULL, init_thread_main, comm);
     if (err != 0) {
       comm_free(comm);
@@ -379,7 +390,7 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
     comm_free(comm);
     return res;
   }
-  comm->async_error = loomSuccess;
+  atomic_store_explicit(&comm->async_error, loomSuccess, memory_order_relaxed);
   *out = comm;
   return loomSuccess;
 }
@@ -402,7 +413,8 @@ static loomResult_t check_handle(loomComm_t comm, const char *fn) {
 static void join_init_thread(loomComm_t comm) {
   pthread_mutex_lock(&comm->init_join_lock);
   if (comm->init_thread_started) {
-    pthread_join(comm->init_thread, NULL);
+    loom_check_errnum(pthread_join(comm->init_thread, NULL), LOOM_LOG_INIT,
+                      "joining the init thread");
     comm->init_thread_started = 0;
   }
   pthread_mutex_unlock(&comm->init_join_lock);
@@ -446,7 +458,7 @@ loomResult_t loomCommAbort(loomComm_t comm) {
   if (comm == NULL)
     return loomSuccess;
   LOOM_CHECK(check_handle(comm, "loomCommAbort"));
-  __atomic_store_n(&comm->abort_flag, 1, __ATOMIC_RELEASE);
+  atomic_store_explicit(&comm->abort_flag, 1, memory_order_release);
   if (comm->wake_fd >= 0) {
     uint64_t one = 1;
     ssize_t k = write(comm->wake_fd, &one, sizeof one);
@@ -471,7 +483,7 @@ loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t *asyncError) {
   if (asyncError == NULL)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
                       "loomCommGetAsyncError: asyncError is NULL");
-  *asyncError = (loomResult_t)__atomic_load_n(&comm->async_error, __ATOMIC_ACQUIRE);
+  *asyncError = (loomResult_t)atomic_load_explicit(&comm->async_error, memory_order_acquire);
   if (*asyncError != loomSuccess && *asyncError != loomInProgress)
     loom_set_last_error(comm->async_text); /* it may have failed on another thread */
   return loomSuccess;

@@ -153,7 +153,7 @@ loomResult_t loomCommInitAll(loomComm_t *comms, int ndev, const int *devlist) {
     }
   /* With a thread missing the others fail at the bootstrap timeout. */
   for (int i = 0; i < started; i++)
-    pthread_join(threads[i], NULL);
+    loom_check_errnum(pthread_join(threads[i], NULL), LOOM_LOG_INIT, "joining an init thread");
   for (int i = 0; i < started && res == loomSuccess; i++)
     if (args[i].res != loomSuccess) {
       res = args[i].res;

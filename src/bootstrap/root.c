@@ -402,16 +402,18 @@ loomResult_t loom_root_start(const union loom_sockaddr *bind_addr,
   loom_sockaddr_str(bound, st->addr_text, sizeof st->addr_text);
   pthread_t tid;
   pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  int err = pthread_create(&tid, &attr, root_main, st);
-  pthread_attr_destroy(&attr);
+  int err = pthread_attr_init(&attr);
+  if (err == 0) {
+    err = pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    if (err == 0)
+      err = pthread_create(&tid, &attr, root_main, st);
+    pthread_attr_destroy(&attr);
+  }
   if (err != 0) {
     close(st->listen_fd);
     free(st->pending);
     free(st);
-    return loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP,
-                      "cannot start the bootstrap root thread: %s", strerror(err));
+    return loom_check_errnum(err, LOOM_LOG_BOOTSTRAP, "cannot start the bootstrap root thread");
   }
   LOOM_INFO(LOOM_LOG_BOOTSTRAP, "bootstrap root listening on %s", st->addr_text);
   return loomSuccess;

@@ -281,12 +281,12 @@ bound_ok:;
 #define SOCKET_ABORT_SLICE_MS 50
 
 /* The abort flag the calling thread's waits watch (NULL: none). */
-static __thread const volatile int *thread_abort_flag;
+static __thread const atomic_int *thread_abort_flag;
 
-void loom_socket_watch_abort(const volatile int *flag) { thread_abort_flag = flag; }
+void loom_socket_watch_abort(const atomic_int *flag) { thread_abort_flag = flag; }
 
 int loom_socket_aborted(void) {
-  return thread_abort_flag != NULL && __atomic_load_n(thread_abort_flag, __ATOMIC_ACQUIRE);
+  return thread_abort_flag != NULL && atomic_load_explicit(thread_abort_flag, memory_order_acquire);
 }
 
 int loom_socket_poll_slice(int left_ms) {

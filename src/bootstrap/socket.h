@@ -8,6 +8,7 @@
 
 #include "loom.h"
 
+#include <stdatomic.h>
 #include <netinet/in.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -72,7 +73,7 @@ int loom_socket_set_nodelay(int fd);
  * end within ~50 ms once *flag is set (loomCommAbort of a communicator
  * whose non-blocking init this thread runs); NULL stops watching.  They
  * then fail with errno ECANCELED ("Operation canceled"). */
-void loom_socket_watch_abort(const volatile int *flag);
+void loom_socket_watch_abort(const atomic_int *flag);
 int loom_socket_aborted(void);
 /* The poll timeout to use for left_ms: a short slice while watching. */
 int loom_socket_poll_slice(int left_ms);

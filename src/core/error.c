@@ -5,6 +5,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 static __thread char last_error[1024];
 
@@ -15,6 +16,12 @@ loomResult_t loom_error(loomResult_t code, int subsys, const char *fmt, ...) {
   va_end(ap);
   LOOM_WARN(subsys, "%s: %s", loomGetErrorString(code), last_error);
   return code;
+}
+
+loomResult_t loom_check_errnum(int err, int subsys, const char *what) {
+  if (err == 0)
+    return loomSuccess;
+  return loom_error(loomSystemError, subsys, "%s: %s", what, strerror(err));
 }
 
 loomResult_t loom_error_record(loomResult_t code, const char *fmt, ...) {

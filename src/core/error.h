@@ -21,6 +21,11 @@ loomResult_t loom_error(loomResult_t code, int subsys, const char *fmt, ...)
 loomResult_t loom_error_record(loomResult_t code, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* For calls that return an error number instead of setting errno
+ * (pthread_*): 0 is loomSuccess; anything else is reported once, as
+ * loomSystemError "<what>: <the number's text>". */
+loomResult_t loom_check_errnum(int err, int subsys, const char *what);
+
 /* The calling thread's last error text ("" when none). */
 const char *loom_last_error(void);
 void loom_clear_last_error(void);

@@ -6,6 +6,7 @@
 
 #include <ctype.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,7 +15,7 @@
 #include <unistd.h>
 
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
-static int log_loaded;
+static atomic_int log_loaded;
 static int log_level_value = LOOM_LOG_LEVEL_WARN;
 static int log_subsys_mask = LOOM_LOG_ALL;
 static FILE *log_file;
@@ -92,7 +93,7 @@ static int parse_level(const char *text) {
 
 /* Called with log_lock held. */
 static void load_settings(void) {
-  if (log_loaded)
+  if (atomic_load_explicit(&log_loaded, memory_order_relaxed)) /* under log_lock */
     return;
   gethostname(log_host, sizeof log_host - 1);
   char *dot = strchr(log_host, '.');
@@ -116,11 +117,11 @@ static void load_settings(void) {
               path);
     }
   }
-  __atomic_store_n(&log_loaded, 1, __ATOMIC_RELEASE);
+  atomic_store_explicit(&log_loaded, 1, memory_order_release);
 }
 
 static void ensure_loaded(void) {
-  if (__atomic_load_n(&log_loaded, __ATOMIC_ACQUIRE))
+  if (atomic_load_explicit(&log_loaded, memory_order_acquire))
     return;
   pthread_mutex_lock(&log_lock);
   load_settings();
@@ -137,7 +138,7 @@ int loom_log_get_rank(void) { return log_rank; }
 
 void loom_log_reload(void) {
   pthread_mutex_lock(&log_lock);
-  log_loaded = 0;
+  atomic_store_explicit(&log_loaded, 0, memory_order_release);
   load_settings();
   pthread_mutex_unlock(&log_lock);
 }

@@ -35,6 +35,7 @@
  */
 #include "device/reduce.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 
 #include "device/half.h"
@@ -315,11 +316,11 @@ static int loom_detect_cpu(void) {
 /* Detected once and cached (CPUID is slow in virtual machines); callers
  * racing on the first use compute the same value. */
 static int loom_cpu(int feature) {
-  static int cached; /* 0: not yet known */
-  int v = __atomic_load_n(&cached, __ATOMIC_RELAXED);
+  static atomic_int cached; /* 0: not yet known */
+  int v = atomic_load_explicit(&cached, memory_order_relaxed);
   if (v == 0) {
     v = loom_detect_cpu();
-    __atomic_store_n(&cached, v, __ATOMIC_RELAXED);
+    atomic_store_explicit(&cached, v, memory_order_relaxed);
   }
   return (v & feature) != 0;
 }

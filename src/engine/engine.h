@@ -18,6 +18,8 @@
 #include "sched/schedule.h"
 #include "transport.h"
 
+#include <stdatomic.h>
+
 struct loom_engine_task; /* engine_task.h */
 struct fifo_entry;
 
@@ -29,7 +31,7 @@ struct loom_engine {
   /* NULL, or how to reduce straight from the transport's buffers */
   const struct loom_peek_ops *peek;
   struct loom_bootstrap *bs;     /* failure notices travel its ring */
-  const volatile int *abort_flag;
+  const atomic_int *abort_flag;  /* set by loomCommAbort from any thread */
   int wake_fd;                   /* eventfd written by loomCommAbort */
   int timeout_ms;                /* no progress for this long = loomTimeout */
   int spin_us;

@@ -42,7 +42,7 @@ static inline void cpu_relax(void) {
 /* The abort flag, a notice from upstream, or the timeout. */
 static int idle_ends(struct loom_engine_task *r) {
   struct loom_engine *e = r->e;
-  if (*e->abort_flag) {
+  if (atomic_load_explicit(e->abort_flag, memory_order_acquire)) {
     loom_engine_end(r, loom_error(loomRemoteError, LOOM_LOG_COLL,
                                   "rank %d: %s interrupted: the communicator was aborted",
                                   e->rank, r->op->name));

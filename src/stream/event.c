@@ -131,7 +131,13 @@ loomResult_t loomEventRecord(loomEvent_t event, loomStream_t stream) {
     free(m);
     return loom_error(loomSystemError, LOOM_LOG_INIT, "loomEventRecord: out of memory");
   }
-  pthread_cond_init(&rec->cv, NULL);
+  loomResult_t init = loom_check_errnum(pthread_cond_init(&rec->cv, NULL), LOOM_LOG_INIT,
+                                        "loomEventRecord: creating its condition variable");
+  if (init != loomSuccess) {
+    free(rec);
+    free(m);
+    return init;
+  }
   rec->refs = 2; /* the event's and the marker's */
   m->base.run = marker_run;
   m->base.release = marker_release;

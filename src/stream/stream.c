@@ -23,6 +23,7 @@
 #include "core/timeutil.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,8 +39,11 @@ struct loomStream {
   pthread_cond_t work_cv; /* the worker: a task was queued, or stop */
   pthread_cond_t done_cv; /* synchronisers: `completed` grew */
   struct loom_task *head, *tail;
-  uint64_t submitted, completed; /* tasks queued / run so far */
-  int stopping;                  /* loomStreamDestroy has begun */
+  /* tasks queued / run so far; submitted and stopping are also read
+   * without the lock by a worker polling for work */
+  _Atomic uint64_t submitted;
+  uint64_t completed;
+  atomic_int stopping; /* loomStreamDestroy has begun */
   uint64_t spin_ns;              /* how long an idle worker polls first */
   pthread_t worker;
   /* The first failure since the last synchronisation, and the number of
@@ -71,11 +75,11 @@ static loomResult_t not_on_worker(loomStream_t s, const char *fn) {
 /* Called with the lock held and the queue empty: polls (without the lock)
  * until work is queued, Destroy begins or spin_ns pass. */
 static void poll_for_work(loomStream_t s) {
-  uint64_t seen = s->submitted;
+  uint64_t seen = atomic_load_explicit(&s->submitted, memory_order_relaxed);
   pthread_mutex_unlock(&s->lock);
   uint64_t deadline = loom_now_ns() + s->spin_ns;
-  while (__atomic_load_n(&s->submitted, __ATOMIC_ACQUIRE) == seen &&
-         !__atomic_load_n(&s->stopping, __ATOMIC_ACQUIRE) && loom_now_ns() < deadline)
+  while (atomic_load_explicit(&s->submitted, memory_order_acquire) == seen &&
+         !atomic_load_explicit(&s->stopping, memory_order_acquire) && loom_now_ns() < deadline)
     sched_yield();
   pthread_mutex_lock(&s->lock);
 }
@@ -85,9 +89,9 @@ static void *worker_main(void *arg) {
   char text[LOOM_STREAM_ERROR_BYTES];
   pthread_mutex_lock(&s->lock);
   for (;;) {
-    if (s->head == NULL && !s->stopping && s->spin_ns > 0)
+    if (s->head == NULL && !atomic_load_explicit(&s->stopping, memory_order_relaxed) && s->spin_ns > 0)
       poll_for_work(s);
-    while (s->head == NULL && !s->stopping)
+    while (s->head == NULL && !atomic_load_explicit(&s->stopping, memory_order_relaxed))
       pthread_cond_wait(&s->work_cv, &s->lock);
     struct loom_task *t = s->head;
     if (t == NULL)
@@ -128,23 +132,27 @@ loomResult_t loomStreamCreate(loomStream_t *stream) {
   loomStream_t s = calloc(1, sizeof *s);
   if (s == NULL)
     return loom_error(loomSystemError, LOOM_LOG_INIT, "loomStreamCreate: out of memory");
-  pthread_mutex_init(&s->lock, NULL);
-  pthread_cond_init(&s->work_cv, NULL);
-  pthread_cond_init(&s->done_cv, NULL);
+  const char *what = "loomStreamCreate: creating the stream's lock";
+  loomResult_t res = loom_check_errnum(pthread_mutex_init(&s->lock, NULL), LOOM_LOG_INIT, what);
+  if (res == loomSuccess)
+    res = loom_check_errnum(pthread_cond_init(&s->work_cv, NULL), LOOM_LOG_INIT, what);
+  if (res == loomSuccess)
+    res = loom_check_errnum(pthread_cond_init(&s->done_cv, NULL), LOOM_LOG_INIT, what);
   s->magic = LOOM_STREAM_MAGIC;
   s->spin_ns = (uint64_t)loom_param_int(LOOM_PARAM_SPIN_US) * 1000u;
-  int err = pthread_create(&s->worker, NULL, worker_main, s);
-  if (err != 0) {
+  int err = res == loomSuccess ? pthread_create(&s->worker, NULL, worker_main, s) : 0;
+  if (res != loomSuccess || err != 0) {
     s->magic = 0;
     pthread_cond_destroy(&s->done_cv);
     pthread_cond_destroy(&s->work_cv);
     pthread_mutex_destroy(&s->lock);
     free(s);
-    return loom_error(loomSystemError, LOOM_LOG_INIT,
-                      "loomStreamCreate: cannot start the stream's thread: %s",
-                      strerror(err));
+    return res != loomSuccess ? res
+                              : loom_check_errnum(err, LOOM_LOG_INIT,
+                                                  "loomStreamCreate: cannot start the stream's "
+                                                  "thread");
   }
-  pthread_setname_np(s->worker, "loom-stream");
+  (void)pthread_setname_np(s->worker, "loom-stream"); /* a name for debuggers only */
   *stream = s;
   return loomSuccess;
 }
@@ -158,7 +166,7 @@ loomResult_t loom_stream_submit(loomStream_t stream, struct loom_task *t) {
     return res;
   }
   pthread_mutex_lock(&stream->lock);
-  if (stream->stopping) {
+  if (atomic_load_explicit(&stream->stopping, memory_order_relaxed)) {
     pthread_mutex_unlock(&stream->lock);
     t->release(t);
     return loom_error(loomInvalidUsage, LOOM_LOG_INIT,
@@ -171,7 +179,7 @@ loomResult_t loom_stream_submit(loomStream_t stream, struct loom_task *t) {
   else
     stream->head = t;
   stream->tail = t;
-  __atomic_add_fetch(&stream->submitted, 1, __ATOMIC_RELEASE);
+  atomic_fetch_add_explicit(&stream->submitted, 1, memory_order_release);
   pthread_cond_signal(&stream->work_cv);
   pthread_mutex_unlock(&stream->lock);
   return loomSuccess;
@@ -181,10 +189,12 @@ loomResult_t loomStreamDestroy(loomStream_t stream) {
   LOOM_CHECK(loom_stream_check(stream, "loomStreamDestroy"));
   LOOM_CHECK(not_on_worker(stream, "loomStreamDestroy"));
   pthread_mutex_lock(&stream->lock);
-  __atomic_store_n(&stream->stopping, 1, __ATOMIC_RELEASE);
+  atomic_store_explicit(&stream->stopping, 1, memory_order_release);
   pthread_cond_signal(&stream->work_cv);
   pthread_mutex_unlock(&stream->lock);
-  pthread_join(stream->worker, NULL); /* it drains the queue first */
+  /* it drains the queue first */
+  loom_check_errnum(pthread_join(stream->worker, NULL), LOOM_LOG_INIT,
+                    "loomStreamDestroy: joining the stream's thread");
   if (stream->error != loomSuccess)
     LOOM_INFO(LOOM_LOG_INIT, "stream %p destroyed with an unsynchronised error: %s",
               (void *)stream, stream->error_text);
@@ -201,7 +211,7 @@ loomResult_t loomStreamSynchronize(loomStream_t stream) {
   LOOM_CHECK(not_on_worker(stream, "loomStreamSynchronize"));
   char text[LOOM_STREAM_ERROR_BYTES];
   pthread_mutex_lock(&stream->lock);
-  uint64_t target = stream->submitted;
+  uint64_t target = atomic_load_explicit(&stream->submitted, memory_order_relaxed);
   while (stream->completed < target)
     pthread_cond_wait(&stream->done_cv, &stream->lock);
   /* An error of work queued after our call is left for the next one. */
@@ -222,7 +232,7 @@ loomResult_t loomStreamSynchronize(loomStream_t stream) {
 loomResult_t loomStreamQuery(loomStream_t stream) {
   LOOM_CHECK(loom_stream_check(stream, "loomStreamQuery"));
   pthread_mutex_lock(&stream->lock);
-  int idle = stream->completed == stream->submitted;
+  int idle = stream->completed == atomic_load_explicit(&stream->submitted, memory_order_relaxed);
   pthread_mutex_unlock(&stream->lock);
   return idle ? loomSuccess : loomInProgress;
 }

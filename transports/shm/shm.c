@@ -140,13 +140,14 @@ static void free_conn(struct shm_conn *c) {
  * happens to the processes. */
 static loomResult_t unlink_when_mapped(struct shm_ctx *ctx, int expected, uint64_t deadline) {
   struct shm_seg_hdr *h = ctx->own.base;
-  while (__atomic_load_n(&h->mapped, __ATOMIC_ACQUIRE) < expected) {
+  while (atomic_load_explicit(&h->mapped, memory_order_acquire) < expected) {
     if (loom_ms_left(deadline) <= 0) {
       shm_seg_unlink(&ctx->own);
       return loom_error(loomTimeout, LOOM_LOG_NET,
                         "shm: rank %d: only %d of %d local peers mapped its segment before "
                         "the bootstrap timeout",
-                        ctx->rank, (int)h->mapped, expected);
+                        ctx->rank, (int)atomic_load_explicit(&h->mapped, memory_order_relaxed),
+                        expected);
     }
     usleep(100);
   }
@@ -224,7 +225,7 @@ static loomResult_t shm_connect(void *vctx, int npeers, const int *peers, const 
     c->in_ctl = shm_fifo_ctl(&ctx->own, c->in_fifo);
     c->in_cells = (char *)shm_cell(&ctx->own, c->in_fifo, 0);
     struct shm_seg_hdr *ph = c->peer_seg.base;
-    __atomic_add_fetch(&ph->mapped, 1, __ATOMIC_RELEASE);
+    atomic_fetch_add_explicit(&ph->mapped, 1, memory_order_release);
     conns[i] = c;
     ctx->open[ctx->nopen++] = c;
     made++;
@@ -300,7 +301,7 @@ static void push_sends(struct shm_conn *c, int *progressed) {
   struct loom_xfer *x;
   while ((x = q_front(&c->sendq)) != NULL) {
     if (c->next_write - c->tail_seen >= c->ncells) {
-      c->tail_seen = __atomic_load_n(&c->out_ctl->tail, __ATOMIC_ACQUIRE);
+      c->tail_seen = atomic_load_explicit(&c->out_ctl->tail, memory_order_acquire);
       if (c->next_write - c->tail_seen >= c->ncells)
         return; /* full */
     }
@@ -318,7 +319,7 @@ static void push_sends(struct shm_conn *c, int *progressed) {
         fail_conn(c, loomSystemError, "rank %d: out of memory sending to rank %d%s", "");
         return;
       }
-      __atomic_store_n(&cell->seq, c->next_write + 1, __ATOMIC_RELEASE);
+      atomic_store_explicit(&cell->seq, c->next_write + 1, memory_order_release);
       c->next_write++;
       loom_fifo_pop(&c->sendq);
       *progressed = 1;
@@ -334,7 +335,7 @@ static void push_sends(struct shm_conn *c, int *progressed) {
     cell->total = x->len;
     cell->fp[0] = x->fp[0];
     cell->fp[1] = x->fp[1];
-    __atomic_store_n(&cell->seq, c->next_write + 1, __ATOMIC_RELEASE);
+    atomic_store_explicit(&cell->seq, c->next_write + 1, memory_order_release);
     c->next_write++;
     c->send_off += part;
     *progressed = 1;
@@ -350,7 +351,7 @@ static void push_sends(struct shm_conn *c, int *progressed) {
 static void reap_acks(struct shm_conn *c, int *progressed) {
   if (c->ackq.count == 0)
     return;
-  uint64_t done = __atomic_load_n(&c->out_ctl->cma_done, __ATOMIC_ACQUIRE);
+  uint64_t done = atomic_load_explicit(&c->out_ctl->cma_done, memory_order_acquire);
   while (c->cma_acked < done && c->ackq.count) {
     q_front(&c->ackq)->done = 1;
     loom_fifo_pop(&c->ackq);
@@ -381,7 +382,7 @@ static loomResult_t cma_read(struct shm_conn *c, struct loom_xfer *x, uint64_t w
  * not yet, or on a mismatch (then the connection has failed). */
 static struct shm_cell_hdr *arrived_cell(struct shm_conn *c, struct loom_xfer *x) {
   struct shm_cell_hdr *cell = cell_at(c, c->in_cells, c->next_read);
-  if (__atomic_load_n(&cell->seq, __ATOMIC_ACQUIRE) != c->next_read + 1)
+  if (atomic_load_explicit(&cell->seq, memory_order_acquire) != c->next_read + 1)
     return NULL;
   if (loom_msg_check(x, cell->fp[0], cell->fp[1], cell->total, c->ctx->rank, c->peer,
                      c->failed == loomSuccess) != loomSuccess) {
@@ -400,7 +401,7 @@ static struct shm_cell_hdr *arrived_cell(struct shm_conn *c, struct loom_xfer *x
 static void release_cell(struct shm_conn *c, struct loom_xfer *x, size_t len) {
   c->recv_off += len;
   c->next_read++;
-  __atomic_store_n(&c->in_ctl->tail, c->next_read, __ATOMIC_RELEASE);
+  atomic_store_explicit(&c->in_ctl->tail, c->next_read, memory_order_release);
   if (c->recv_off == x->len) {
     c->recv_off = 0;
     loom_fifo_pop(&c->recvq);
@@ -425,7 +426,7 @@ static loomResult_t pull_recvs(struct shm_conn *c, int *progressed) {
                          " (a single-copy message inside another)");
       LOOM_CHECK(cma_read(c, x, where));
       release_cell(c, x, x->len); /* the whole message: x is done */
-      __atomic_store_n(&ctl->cma_done, ++c->cma_read, __ATOMIC_RELEASE);
+      atomic_store_explicit(&ctl->cma_done, ++c->cma_read, memory_order_release);
       *progressed = 1;
       continue;
     }

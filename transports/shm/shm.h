@@ -19,6 +19,7 @@
 
 #include "transport.h"
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -27,9 +28,14 @@
 #define SHM_NAME_BYTES 48
 #define SHM_SEG_MAGIC 0x4c4d5348u /* "LMSH" */
 
+/* Processes share these through the mapping: the atomics must be
+ * lock-free (no hidden lock inside one process's memory). */
+_Static_assert(ATOMIC_LLONG_LOCK_FREE == 2 && ATOMIC_INT_LOCK_FREE == 2,
+               "shared-memory atomics must be lock-free");
+
 /* The first cache line of a cell. */
 struct shm_cell_hdr {
-  volatile uint64_t seq; /* index + 1 once the cell is full */
+  _Atomic uint64_t seq; /* index + 1 once the cell is full */
   uint32_t len;          /* bytes of this part */
   uint32_t flags;        /* SHM_CELL_CMA: inline_data holds the sender's address */
   uint64_t total;        /* bytes of the whole message */
@@ -41,16 +47,17 @@ struct shm_cell_hdr {
 
 /* A FIFO's control block: the consumer's position on its own line. */
 struct shm_fifo_ctl {
-  volatile uint64_t tail;     /* cells consumed */
-  volatile uint64_t cma_done; /* single-copy messages the consumer has read */
+  _Atomic uint64_t tail;     /* cells consumed */
+  _Atomic uint64_t cma_done; /* single-copy messages the consumer has read */
   char pad[SHM_LINE - 16];
 };
 
 struct shm_seg_hdr {
-  uint32_t magic, nfifos;
+  _Atomic uint32_t magic; /* written last: the segment is ready */
+  uint32_t nfifos;
   uint32_t cells, cell_bytes; /* per FIFO; cell_bytes includes the header line */
   int32_t owner_pid;
-  volatile int32_t mapped; /* peers that mapped this segment */
+  _Atomic int32_t mapped; /* peers that mapped this segment */
   char pad[SHM_LINE - 24];
 };
 

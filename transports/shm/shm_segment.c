@@ -91,7 +91,7 @@ loomResult_t shm_seg_create(struct shm_seg *seg, uint32_t nfifos, uint32_t cells
   h->cells = cells;
   h->cell_bytes = cell_bytes;
   h->owner_pid = (int32_t)getpid();
-  __atomic_store_n(&h->magic, SHM_SEG_MAGIC, __ATOMIC_RELEASE);
+  atomic_store_explicit(&h->magic, SHM_SEG_MAGIC, memory_order_release);
   return loomSuccess;
 }
 
@@ -118,7 +118,7 @@ loomResult_t shm_seg_map(struct shm_seg *seg, const char *name, int rank, int pe
                              strerror(errno));
   }
   const struct shm_seg_hdr *h = seg->base;
-  if (__atomic_load_n(&h->magic, __ATOMIC_ACQUIRE) != SHM_SEG_MAGIC ||
+  if (atomic_load_explicit(&h->magic, memory_order_acquire) != SHM_SEG_MAGIC ||
       shm_seg_bytes(h->nfifos, h->cells, h->cell_bytes) > seg->bytes) {
     shm_seg_close(seg);
     return loom_error_record(loomRemoteError, "shm: rank %d's segment %s is not a Loom segment",

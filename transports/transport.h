@@ -18,6 +18,7 @@
 #ifndef LOOM_TRANSPORT_H
 #define LOOM_TRANSPORT_H
 
+#include "config.h"   /* LOOM_HAVE_VERBS */
 #include "loom_net.h" /* the vtable and its structs: public, for plugins */
 
 extern const struct loom_transport loom_transport_tcp;
@@ -29,7 +30,7 @@ extern const struct loom_transport loom_transport_shm;
  * directly.  libfabric's transport, built with libfabric only
  * (LOOM_HAVE_FABRIC). */
 extern const struct loom_transport loom_transport_ofi;
-#ifdef LOOM_HAVE_VERBS /* config.h: libibverbs and librdmacm found */
+#ifdef LOOM_HAVE_VERBS /* libibverbs and librdmacm found */
 /* transports/ibverbs/: RC queue pairs set up through rdma_cm. */
 extern const struct loom_transport loom_transport_ib;
 /* 1 when an active RDMA port with an IP address rdma_cm can bind exists

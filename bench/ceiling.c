@@ -70,7 +70,12 @@ static int sweep(struct mem_ceiling *m) {
   for (size_t bytes = opt.min_bytes;;) {
     size_t count = mem_ceiling_count(m, bytes);
     if (count > 0) {
-      struct mem_ceiling_run run = {count, 0, opt.check, seed++, opt.warmup, opt.iters};
+      struct mem_ceiling_run run = {.count = count,
+                                    .in_place = 0,
+                                    .check = opt.check,
+                                    .seed = seed++,
+                                    .warmup = opt.warmup,
+                                    .iters = opt.iters};
       double us[2];
       long long wrong[2];
       for (int ip = 0; ip < 2; ip++) {

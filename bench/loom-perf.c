@@ -264,8 +264,15 @@ static void run_batch(bench_t *b, size_t c, int in_place) {
 
 /* --peer mpi: `calls` out-of-place calls of MPI's matching collective. */
 static void run_peer(bench_t *b, size_t c, int calls) {
-  struct perf_peer_call pc = {b->o.coll, b->o.type, b->o.op, b->o.root, b->rank,
-                              b->nranks, c, b->send, b->recv};
+  struct perf_peer_call pc = {.coll = b->o.coll,
+                              .type = b->o.type,
+                              .op = b->o.op,
+                              .root = b->o.root,
+                              .rank = b->rank,
+                              .nranks = b->nranks,
+                              .count = c,
+                              .send = b->send,
+                              .recv = b->recv};
   for (int k = 0; k < calls; k++)
     perf_peer_run(&pc);
 }
@@ -392,7 +399,7 @@ static int64_t check_barrier(bench_t *b) {
     int32_t token = 0;
     LOOMCHECK(loomAllReduce(&token, &token, 1, loomInt32, loomSum, b->comm, NULL));
     if (b->rank == late) {
-      struct timespec ts = {0, 2000000};
+      struct timespec ts = {.tv_sec = 0, .tv_nsec = 2000000};
       nanosleep(&ts, NULL);
     }
     double t[2];
@@ -823,8 +830,19 @@ static int autotune(bench_t *b, int argc, char **argv) {
     sizes = grown;
     sizes[n++] = bytes;
   } while (perf_next_size(&b->o, &bytes));
-  struct perf_autotune a = {b->o.autotune, b->o.autotune_colls, b->comm, b->rank, b->nranks,
-                            sizes, n, b->o.iters, b->o.warmup, argc, argv, autotune_measure, b};
+  struct perf_autotune a = {.file = b->o.autotune,
+                            .colls = b->o.autotune_colls,
+                            .comm = b->comm,
+                            .rank = b->rank,
+                            .nranks = b->nranks,
+                            .sizes = sizes,
+                            .nsizes = n,
+                            .iters = b->o.iters,
+                            .warmup = b->o.warmup,
+                            .argc = argc,
+                            .argv = argv,
+                            .measure = autotune_measure,
+                            .ctx = b};
   int status = perf_autotune_run(&a);
   free(sizes);
   return status;
@@ -857,9 +875,16 @@ static int open_outputs(bench_t *b, FILE **json, FILE **csv) {
 }
 
 static void open_ceiling(bench_t *b) {
-  struct perf_ceiling_cfg cfg = {b->comm, b->rank, b->nranks, b->host_ranks,
-                                 b->rank1_same_host, b->o.coll, b->o.max_bytes,
-                                 b->o.iters, b->o.warmup, b->o.check};
+  struct perf_ceiling_cfg cfg = {.comm = b->comm,
+                                 .rank = b->rank,
+                                 .nranks = b->nranks,
+                                 .host_ranks = b->host_ranks,
+                                 .rank1_same_host = b->rank1_same_host,
+                                 .coll = b->o.coll,
+                                 .max_bytes = b->o.max_bytes,
+                                 .iters = b->o.iters,
+                                 .warmup = b->o.warmup,
+                                 .check = b->o.check};
   LOOMCHECK(perf_ceiling_open(&cfg, &b->ceiling));
 }
 

@@ -319,7 +319,7 @@ int mem_ceiling_measure(struct mem_ceiling *m, const struct mem_ceiling_run *run
   atomic_store(&m->alloc_failed, 0);
   int started = 0, err = 0;
   for (; started < m->nthreads; started++) {
-    args[started] = (struct thread_arg){m, started};
+    args[started] = (struct thread_arg){.m = m, .me = started};
     err = pthread_create(&tids[started], NULL, thread_main, &args[started]);
     if (err != 0)
       break;

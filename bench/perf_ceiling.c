@@ -158,8 +158,12 @@ static double memory_gbs(struct perf_ceiling *c, size_t bytes, long long *wrong)
   size_t count = c->mem ? mem_ceiling_count(c->mem, bytes) : 0;
   if (count == 0)
     return -1;
-  struct mem_ceiling_run run = {count, 0, c->cfg.check, c->seed++, c->cfg.warmup,
-                                c->cfg.iters};
+  struct mem_ceiling_run run = {.count = count,
+                                .in_place = 0,
+                                .check = c->cfg.check,
+                                .seed = c->seed++,
+                                .warmup = c->cfg.warmup,
+                                .iters = c->cfg.iters};
   double us;
   long long w;
   if (mem_ceiling_measure(c->mem, &run, &us, &w) != 0) {

@@ -104,7 +104,7 @@ static int find_address(int how, const char *spec, struct sockaddr_storage *out,
 
 static void set_io_options(int fd) {
   int one = 1;
-  struct timeval tv = {IO_TIMEOUT_S, 0};
+  struct timeval tv = {.tv_sec = IO_TIMEOUT_S, .tv_usec = 0};
   (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
   (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
@@ -151,7 +151,7 @@ int tcp_ceiling_listen(int loopback, char *where, size_t wherelen, char *ifname,
 }
 
 int tcp_ceiling_accept(int listener, int timeout_ms, char *err, size_t errlen) {
-  struct pollfd p = {listener, POLLIN, 0};
+  struct pollfd p = {.fd = listener, .events = POLLIN};
   int rc = poll(&p, 1, timeout_ms);
   int fd = rc == 1 ? accept4(listener, NULL, NULL, SOCK_CLOEXEC) : -1;
   if (fd < 0)

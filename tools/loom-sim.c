@@ -300,8 +300,11 @@ static double ref_bw(const struct loom_sim_params *p, int nnodes) {
 static int predict(const struct loom_sim_params *p, const struct loom_topo *t,
                    const struct opts *o, enum loom_algo algo, size_t count,
                    struct loom_sim_result *r) {
-  struct loom_sim_call c = {o->coll, algo, count, o->esize,
-                            o->exact ? LOOM_SIM_FOLD_NEVER : LOOM_SIM_FOLD_AUTO};
+  struct loom_sim_call c = {.coll = o->coll,
+                            .algo = algo,
+                            .count = count,
+                            .elem_size = o->esize,
+                            .fold = o->exact ? LOOM_SIM_FOLD_NEVER : LOOM_SIM_FOLD_AUTO};
   char err[512];
   int rc = loom_sim_predict(p, t, &c, r, err, sizeof err);
   if (rc < 0) {
@@ -355,7 +358,11 @@ static void run_table(const struct opts *o, const struct loom_sim_params *p) {
         printf("%12zu %-9s %12s\n", bytes, loom_algo_name(algos[i]), "n/a");
         continue;
       }
-      struct loom_sim_call c = {o->coll, algos[i], count, o->esize, LOOM_SIM_FOLD_AUTO};
+      struct loom_sim_call c = {.coll = o->coll,
+                                .algo = algos[i],
+                                .count = count,
+                                .elem_size = o->esize,
+                                .fold = LOOM_SIM_FOLD_AUTO};
       char sim[32];
       double algbw = (double)bytes / r.time / 1e9, busbw = algbw * bus_factor(o->coll, n);
       printf("%12zu %-9s %12.2f %8.3f %8.3f %6.3f %18s %9.2f %9.2f %10ld\n", bytes,
@@ -648,7 +655,14 @@ static void run_fit(const struct opts *o, const struct loom_sim_params *p,
   static struct mcase cs[MAX_CASES];
   int nc = read_measured(o->fit, cs);
   for (int k = 0; k < cal->ntp; k++) {
-    struct fit f = {cs, nc, -1, 0, &cal->tp[k], cal, p, o};
+    struct fit f = {.cs = cs,
+                    .nc = nc,
+                    .small = -1,
+                    .small_s = 0,
+                    .tp = &cal->tp[k],
+                    .cal = cal,
+                    .p = p,
+                    .o = o};
     cal->mem_factor = 1; /* fitted last */
     for (int i = 0; i < nc; i++)
       if (fit_uses(&f, &cs[i]) && cs[i].chunk == 0 &&

@@ -562,7 +562,7 @@ int main(int argc, char **argv) {
     for (double until = now_s() + KILL_GRACE_S;
          kill(-pgid, 0) == 0 && now_s() < until;) {
       reap();
-      nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+      nanosleep(&(struct timespec){.tv_sec = 0, .tv_nsec = 20 * 1000 * 1000}, NULL);
     }
     kill_job(SIGKILL);
   }

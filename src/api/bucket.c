@@ -60,10 +60,9 @@ static int first_dependency(const struct loom_call *calls, int n) {
   }
   int m = 0, nactive = 0, dep = n;
   for (int i = 0; i < n; i++) {
-    r[m++] = (struct range){(uintptr_t)calls[i].sendbuff,
-                            (uintptr_t)calls[i].sendbuff + send_bytes(&calls[i]), i, 1};
-    r[m++] = (struct range){(uintptr_t)calls[i].recvbuff,
-                            (uintptr_t)calls[i].recvbuff + recv_bytes(&calls[i]), i, 0};
+    uintptr_t sb = (uintptr_t)calls[i].sendbuff, rb = (uintptr_t)calls[i].recvbuff;
+    r[m++] = (struct range){.lo = sb, .hi = sb + send_bytes(&calls[i]), .call = i, .is_send = 1};
+    r[m++] = (struct range){.lo = rb, .hi = rb + recv_bytes(&calls[i]), .call = i, .is_send = 0};
   }
   qsort(r, (size_t)m, sizeof *r, by_start);
   for (int k = 0; k < m; k++) {

@@ -24,7 +24,7 @@ static int topo_allgather(void *data, size_t size, void *arg) {
 /* Each rank discovers its node (or reads LOOM_TOPO_FILE); the records meet
  * in one bootstrap allgather and the ranks are grouped by host id. */
 loomResult_t loom_comm_topo_setup(loomComm_t comm) {
-  struct topo_allgather ag = {comm->bs, loomSuccess};
+  struct topo_allgather ag = {.bs = comm->bs, .res = loomSuccess};
   char err[512];
   int rc = loom_topo_build(&comm->topo, comm->rank, comm->nranks,
                            loom_bootstrap_peer(comm->bs, comm->rank)->hostid, topo_allgather,

@@ -471,7 +471,8 @@ loomResult_t loomCommAbort(loomComm_t comm) {
   pthread_mutex_lock(&comm->op_lock);
   pthread_mutex_unlock(&comm->op_lock);
   if (comm->bs != NULL) {
-    struct loom_notice nt = {comm->rank, comm->rank, LOOM_NOTICE_ABORT, {0, 0}, {0, 0}};
+    struct loom_notice nt = {
+        .suspect = comm->rank, .reporter = comm->rank, .kind = LOOM_NOTICE_ABORT};
     loom_bootstrap_send_notice(comm->bs, &nt);
   }
   comm_free(comm);

@@ -20,10 +20,14 @@ struct launcher {
 
 /* LOOM_* variables are read through the config table; the others directly. */
 static const struct launcher foreign[] = {
-    {"mpirun", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
-     "OMPI_COMM_WORLD_LOCAL_RANK"},
-    {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID"},
-    {"torchrun", "RANK", "WORLD_SIZE", "LOCAL_RANK"},
+    {.name = "mpirun",
+     .rank_var = "OMPI_COMM_WORLD_RANK",
+     .size_var = "OMPI_COMM_WORLD_SIZE",
+     .local_var = "OMPI_COMM_WORLD_LOCAL_RANK"},
+    {.name = "slurm", .rank_var = "SLURM_PROCID", .size_var = "SLURM_NTASKS",
+     .local_var = "SLURM_LOCALID"},
+    {.name = "torchrun", .rank_var = "RANK", .size_var = "WORLD_SIZE",
+     .local_var = "LOCAL_RANK"},
 };
 
 #define LOOKED_FOR                                                             \

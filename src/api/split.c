@@ -45,7 +45,7 @@ static loomResult_t agree(loomComm_t comm, int color, int key, int *newrank, int
   int m = 0;
   for (int r = 0; r < n; r++)
     if (color >= 0 && ck[2 * r] == color)
-      mine[m++] = (struct split_entry){ck[2 * r], ck[2 * r + 1], r};
+      mine[m++] = (struct split_entry){.color = ck[2 * r], .key = ck[2 * r + 1], .rank = r};
   qsort(mine, (size_t)m, sizeof *mine, by_key_then_rank);
   *newn = m;
   *newrank = -1;
@@ -143,7 +143,8 @@ loomResult_t loomCommInitAll(loomComm_t *comms, int ndev, const int *devlist) {
   loomResult_t res = loomSuccess;
   for (int i = 0; i < ndev; i++) {
     comms[i] = NULL;
-    args[i] = (struct init_one){&comms[i], ndev, i, id, loomSuccess, ""};
+    args[i] = (struct init_one){
+        .comm = &comms[i], .nranks = ndev, .rank = i, .id = id, .res = loomSuccess};
   }
   for (; started < ndev; started++)
     if (pthread_create(&threads[started], NULL, init_one_main, &args[started]) != 0) {

@@ -36,11 +36,11 @@ void loom_auth_tag(const uint8_t secret[LOOM_SECRET_BYTES], const char *label, c
                    const uint8_t nonce[LOOM_AUTH_NONCE_BYTES], const void *data, size_t len,
                    uint8_t tag[LOOM_AUTH_TAG_BYTES]) {
   const char sep[2] = {'/', side};
-  const struct loom_bytes parts[] = {{label, strlen(label)},
-                                     {sep, sizeof sep},
-                                     {challenge, LOOM_AUTH_NONCE_BYTES},
-                                     {nonce, LOOM_AUTH_NONCE_BYTES},
-                                     {data, len}};
+  const struct loom_bytes parts[] = {{.p = label, .len = strlen(label)},
+                                     {.p = sep, .len = sizeof sep},
+                                     {.p = challenge, .len = LOOM_AUTH_NONCE_BYTES},
+                                     {.p = nonce, .len = LOOM_AUTH_NONCE_BYTES},
+                                     {.p = data, .len = len}};
   loom_hmac_sha256(secret, LOOM_SECRET_BYTES, parts, 5, tag);
 }
 
@@ -57,7 +57,12 @@ loomResult_t loom_auth_prove(int fd, const uint8_t secret[LOOM_SECRET_BYTES], co
                              const void *hello, size_t len, uint64_t deadline, const char *what,
                              struct loom_auth_state *st) {
   uint8_t raw[LOOM_AUTH_CHALLENGE_BYTES], proof[LOOM_AUTH_PROOF_BYTES];
-  LOOM_CHECK(loom_socket_recv_all(fd, raw, sizeof raw, deadline, what));
+  st->lost = 0;
+  loomResult_t res = loom_socket_recv_all(fd, raw, sizeof raw, deadline, what);
+  if (res != loomSuccess) {
+    st->lost = res == loomRemoteError;
+    return res;
+  }
   if (loom_auth_challenge_decode(raw, st->challenge) != 0)
     return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
                       "%s did not answer as a Loom process (no challenge): another program "
@@ -67,8 +72,11 @@ loomResult_t loom_auth_prove(int fd, const uint8_t secret[LOOM_SECRET_BYTES], co
   memcpy(proof, st->nonce, LOOM_AUTH_NONCE_BYTES);
   loom_auth_tag(secret, label, 'c', st->challenge, st->nonce, hello, len,
                 proof + LOOM_AUTH_NONCE_BYTES);
-  LOOM_CHECK(loom_socket_send_all(fd, proof, sizeof proof, deadline, what));
-  return loom_socket_send_all(fd, hello, len, deadline, what);
+  res = loom_socket_send_all(fd, proof, sizeof proof, deadline, what);
+  if (res == loomSuccess)
+    res = loom_socket_send_all(fd, hello, len, deadline, what);
+  st->lost = res == loomRemoteError;
+  return res;
 }
 
 loomResult_t loom_auth_confirm(int fd, const uint8_t secret[LOOM_SECRET_BYTES],

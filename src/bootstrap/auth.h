@@ -49,6 +49,8 @@ int loom_auth_check(const uint8_t secret[LOOM_SECRET_BYTES], const char *label, 
 struct loom_auth_state {
   uint8_t challenge[LOOM_AUTH_NONCE_BYTES]; /* the acceptor's */
   uint8_t nonce[LOOM_AUTH_NONCE_BYTES];     /* the connector's */
+  int lost; /* prove failed because the connection closed or broke (not a refusal):
+               worth another try */
 };
 
 /* The handshake in halves, for callers that must interleave them (the

@@ -248,7 +248,7 @@ static loomResult_t rendezvous_once(struct loom_bootstrap *bs, int fd, const cha
                                     const struct loom_peer_info *self, uint64_t deadline,
                                     int *again) {
   uint8_t hello[LOOM_FRAME_HDR_BYTES + LOOM_HELLO_BYTES];
-  struct loom_frame_hdr h = {LOOM_FRAME_HELLO, LOOM_HELLO_BYTES};
+  struct loom_frame_hdr h = {.type = LOOM_FRAME_HELLO, .len = LOOM_HELLO_BYTES};
   loom_frame_hdr_encode(&h, hello);
   loom_hello_encode(bs->nranks, self, hello + LOOM_FRAME_HDR_BYTES);
   uint64_t challenge_deadline = loom_deadline_ms(ROOT_CHALLENGE_MS);
@@ -263,9 +263,8 @@ static loomResult_t rendezvous_once(struct loom_bootstrap *bs, int fd, const cha
                       "port is not a Loom bootstrap root, so this job's root could not start "
                       "(another program holds the port?)",
                       bs->rank, what, ROOT_CHALLENGE_MS / 1000);
-  /* Closed or reset before the challenge: dropped by a busy root. */
-  if (res == loomRemoteError && (strstr(loom_last_error(), "closed the connection") != NULL ||
-                                 strstr(loom_last_error(), "failed:") != NULL))
+  /* Closed or reset during the handshake: dropped by a busy root. */
+  if (res == loomRemoteError && st.lost)
     *again = 1;
   if (res != loomSuccess)
     return res;
@@ -449,7 +448,7 @@ static loomResult_t ring_exchange(struct loom_bootstrap *bs, const void *sbuf,
                                   void *rbuf, size_t len, uint64_t deadline,
                                   int expect_from) {
   uint8_t shdr[LOOM_FRAME_HDR_BYTES], rhdr[LOOM_FRAME_HDR_BYTES];
-  struct loom_frame_hdr h = {LOOM_FRAME_DATA, (uint32_t)len};
+  struct loom_frame_hdr h = {.type = LOOM_FRAME_DATA, .len = (uint32_t)len};
   loom_frame_hdr_encode(&h, shdr);
   size_t total = LOOM_FRAME_HDR_BYTES + len, sent = 0, got = 0;
   int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
@@ -595,7 +594,7 @@ void loom_bootstrap_send_notice(struct loom_bootstrap *bs, const struct loom_not
   uint8_t raw[LOOM_NOTICE_BYTES];
   loom_notice_encode(n, raw);
   uint8_t hdr[LOOM_FRAME_HDR_BYTES];
-  struct loom_frame_hdr h = {LOOM_FRAME_NOTICE, LOOM_NOTICE_BYTES};
+  struct loom_frame_hdr h = {.type = LOOM_FRAME_NOTICE, .len = LOOM_NOTICE_BYTES};
   loom_frame_hdr_encode(&h, hdr);
   uint8_t frame[sizeof hdr + sizeof raw];
   memcpy(frame, hdr, sizeof hdr);

@@ -88,7 +88,7 @@ static void send_error_frame(int fd, const struct loom_auth_state *auth, const u
   memcpy(body + 4, text, len);
   loom_auth_tag(secret, ROOT_LABEL "/error", 'a', auth->challenge, auth->nonce, body, len + 4,
                 tag);
-  struct loom_frame_hdr h = {LOOM_FRAME_ERROR, (uint32_t)(len + 4 + sizeof tag)};
+  struct loom_frame_hdr h = {.type = LOOM_FRAME_ERROR, .len = (uint32_t)(len + 4 + sizeof tag)};
   loom_frame_hdr_encode(&h, hdr);
   uint64_t deadline = loom_deadline_ms(1000);
   if (loom_socket_send_all(fd, hdr, sizeof hdr, deadline, NULL) == loomSuccess &&
@@ -232,7 +232,7 @@ static void send_table(struct root_state *st) {
                        "bootstrap root ran out of memory for the rank table");
     return;
   }
-  struct loom_frame_hdr h = {LOOM_FRAME_TABLE, (uint32_t)(bytes + LOOM_AUTH_TAG_BYTES)};
+  struct loom_frame_hdr h = {.type = LOOM_FRAME_TABLE, .len = (uint32_t)(bytes + LOOM_AUTH_TAG_BYTES)};
   loom_frame_hdr_encode(&h, table);
   for (int r = 0; r < st->nranks; r++)
     loom_peer_info_encode(&st->infos[r], table + LOOM_FRAME_HDR_BYTES +

@@ -13,171 +13,318 @@
 #include <string.h>
 
 static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
-    [LOOM_PARAM_DEBUG] = {"LOOM_DEBUG", LOOM_PARAM_T_STRING, "WARN", 0, 0,
-                          "log level: NONE, WARN, INFO or TRACE"},
+    [LOOM_PARAM_DEBUG] =
+        {.name = "LOOM_DEBUG",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = "WARN",
+         .min = 0,
+         .max = 0,
+         .help = "log level: NONE, WARN, INFO or TRACE"},
     [LOOM_PARAM_DEBUG_SUBSYS] =
-        {"LOOM_DEBUG_SUBSYS", LOOM_PARAM_T_STRING, "ALL", 0, 0,
-         "comma list of subsystems to log (INIT, BOOTSTRAP, NET, COLL, "
-         "ENV, ALL); ^ first excludes them"},
+        {.name = "LOOM_DEBUG_SUBSYS",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = "ALL",
+         .min = 0,
+         .max = 0,
+         .help = "comma list of subsystems to log (INIT, BOOTSTRAP, NET, COLL, "
+                 "ENV, ALL); ^ first excludes them"},
     [LOOM_PARAM_DEBUG_FILE] =
-        {"LOOM_DEBUG_FILE", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "write the log to this file instead of stderr; %h = host, %p = pid"},
+        {.name = "LOOM_DEBUG_FILE",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "write the log to this file instead of stderr; %h = host, %p = pid"},
     [LOOM_PARAM_COMM_ID] =
-        {"LOOM_COMM_ID", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "host:port of the bootstrap root shared by all ranks (set by "
-         "loomrun); rank 0 hosts it"},
+        {.name = "LOOM_COMM_ID",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "host:port of the bootstrap root shared by all ranks (set by "
+                 "loomrun); rank 0 hosts it"},
     [LOOM_PARAM_COMM_SECRET] =
-        {"LOOM_COMM_SECRET", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "the job's secret under LOOM_COMM_ID (loomrun sets a random one per job; any "
-         "launcher may): every bootstrap and TCP connection proves it with an HMAC, never "
-         "sending it; unset, the secret derives from the address (docs/security.md)"},
-    [LOOM_PARAM_RANK] = {"LOOM_RANK", LOOM_PARAM_T_INT, NULL, 0, INT_MAX,
-                         "this process's rank (set by loomrun)"},
-    [LOOM_PARAM_NRANKS] = {"LOOM_NRANKS", LOOM_PARAM_T_INT, NULL, 1, INT_MAX,
-                           "number of ranks in the job (set by loomrun)"},
+        {.name = "LOOM_COMM_SECRET",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "the job's secret under LOOM_COMM_ID (loomrun sets a random one per job; any "
+                 "launcher may): every bootstrap and TCP connection proves it with an HMAC, never "
+                 "sending it; unset, the secret derives from the address (docs/security.md)"},
+    [LOOM_PARAM_RANK] =
+        {.name = "LOOM_RANK",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = NULL,
+         .min = 0,
+         .max = INT_MAX,
+         .help = "this process's rank (set by loomrun)"},
+    [LOOM_PARAM_NRANKS] =
+        {.name = "LOOM_NRANKS",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = NULL,
+         .min = 1,
+         .max = INT_MAX,
+         .help = "number of ranks in the job (set by loomrun)"},
     [LOOM_PARAM_LOCAL_RANK] =
-        {"LOOM_LOCAL_RANK", LOOM_PARAM_T_INT, NULL, 0, INT_MAX,
-         "this process's rank on its node (set by loomrun)"},
+        {.name = "LOOM_LOCAL_RANK",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = NULL,
+         .min = 0,
+         .max = INT_MAX,
+         .help = "this process's rank on its node (set by loomrun)"},
     [LOOM_PARAM_SOCKET_IFNAME] =
-        {"LOOM_SOCKET_IFNAME", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "network interfaces to use: prefixes separated by commas, ^ to "
-         "exclude, = for exact names (default: any but lo and docker, then "
-         "lo)"},
+        {.name = "LOOM_SOCKET_IFNAME",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "network interfaces to use: prefixes separated by commas, ^ to "
+                 "exclude, = for exact names (default: any but lo and docker, then "
+                 "lo)"},
     [LOOM_PARAM_SOCKET_FAMILY] =
-        {"LOOM_SOCKET_FAMILY", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "AF_INET or AF_INET6 to restrict interface addresses to one family"},
+        {.name = "LOOM_SOCKET_FAMILY",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "AF_INET or AF_INET6 to restrict interface addresses to one family"},
     [LOOM_PARAM_PORT_RANGE] =
-        {"LOOM_PORT_RANGE", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "lo-hi: every listening socket binds a port in this range (next "
-         "port on EADDRINUSE); default: any port the kernel gives"},
+        {.name = "LOOM_PORT_RANGE",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "lo-hi: every listening socket binds a port in this range (next "
+                 "port on EADDRINUSE); default: any port the kernel gives"},
     [LOOM_PARAM_BOOTSTRAP_TIMEOUT] =
-        {"LOOM_BOOTSTRAP_TIMEOUT", LOOM_PARAM_T_INT, "120", 1, 86400,
-         "seconds every rendezvous, bootstrap allgather and barrier may "
-         "wait before failing and naming the ranks that did not arrive"},
+        {.name = "LOOM_BOOTSTRAP_TIMEOUT",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = "120",
+         .min = 1,
+         .max = 86400,
+         .help = "seconds every rendezvous, bootstrap allgather and barrier may "
+                 "wait before failing and naming the ranks that did not arrive"},
     [LOOM_PARAM_TIMEOUT_MS] =
-        {"LOOM_TIMEOUT_MS", LOOM_PARAM_T_INT, "300000", 0, INT_MAX,
-         "default milliseconds a collective waits for a peer "
-         "(loomConfig_t.timeout_ms overrides); 0 = for ever"},
+        {.name = "LOOM_TIMEOUT_MS",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = "300000",
+         .min = 0,
+         .max = INT_MAX,
+         .help = "default milliseconds a collective waits for a peer "
+                 "(loomConfig_t.timeout_ms overrides); 0 = for ever"},
     [LOOM_PARAM_SOCKET_NSOCKS] =
-        {"LOOM_SOCKET_NSOCKS", LOOM_PARAM_T_INT, "2", 1, 16,
-         "TCP sockets per peer; large messages are striped across them"},
+        {.name = "LOOM_SOCKET_NSOCKS",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = "2",
+         .min = 1,
+         .max = 16,
+         .help = "TCP sockets per peer; large messages are striped across them"},
     [LOOM_PARAM_CHUNK_BYTES] =
-        {"LOOM_CHUNK_BYTES", LOOM_PARAM_T_SIZE, "512K", 4096, 1 << 30,
-         "pipeline slice: collectives move and reduce data in pieces of "
-         "at most this many bytes"},
+        {.name = "LOOM_CHUNK_BYTES",
+         .type = LOOM_PARAM_T_SIZE,
+         .default_value = "512K",
+         .min = 4096,
+         .max = 1 << 30,
+         .help = "pipeline slice: collectives move and reduce data in pieces of "
+                 "at most this many bytes"},
     [LOOM_PARAM_SPIN_US] =
-        {"LOOM_SPIN_US", LOOM_PARAM_T_INT, "50", 0, 1000000,
-         "microseconds to poll without sleeping before waiting in the "
-         "kernel, both for network progress and for an idle stream's "
-         "next task (lower it when ranks outnumber cores)"},
+        {.name = "LOOM_SPIN_US",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = "50",
+         .min = 0,
+         .max = 1000000,
+         .help = "microseconds to poll without sleeping before waiting in the "
+                 "kernel, both for network progress and for an idle stream's "
+                 "next task (lower it when ranks outnumber cores)"},
     [LOOM_PARAM_BUCKET_BYTES] =
-        {"LOOM_BUCKET_BYTES", LOOM_PARAM_T_SIZE, "4M", 0, 1 << 30,
-         "inside loomGroupStart/End, consecutive all-reduces (and "
-         "all-gathers) of one communicator, type and op are fused into one "
-         "call of up to this many bytes; 0 disables fusion"},
+        {.name = "LOOM_BUCKET_BYTES",
+         .type = LOOM_PARAM_T_SIZE,
+         .default_value = "4M",
+         .min = 0,
+         .max = 1 << 30,
+         .help = "inside loomGroupStart/End, consecutive all-reduces (and "
+                 "all-gathers) of one communicator, type and op are fused into one "
+                 "call of up to this many bytes; 0 disables fusion"},
     [LOOM_PARAM_SHM_DISABLE] =
-        {"LOOM_SHM_DISABLE", LOOM_PARAM_T_INT, "0", 0, 1,
-         "1: ranks on one host talk over TCP instead of shared memory"},
+        {.name = "LOOM_SHM_DISABLE",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = "0",
+         .min = 0,
+         .max = 1,
+         .help = "1: ranks on one host talk over TCP instead of shared memory"},
     [LOOM_PARAM_SHM_CMA] =
-        {"LOOM_SHM_CMA", LOOM_PARAM_T_INT, "0", 0, 1,
-         "1: over shared memory, messages of 64 KiB and more are read straight "
-         "from the sender's memory (process_vm_readv, one copy) where the kernel "
-         "allows it; 0 (default, faster on the machines measured): copy through "
-         "the FIFO (two copies)"},
+        {.name = "LOOM_SHM_CMA",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = "0",
+         .min = 0,
+         .max = 1,
+         .help = "1: over shared memory, messages of 64 KiB and more are read straight "
+                 "from the sender's memory (process_vm_readv, one copy) where the kernel "
+                 "allows it; 0 (default, faster on the machines measured): copy through "
+                 "the FIFO (two copies)"},
     [LOOM_PARAM_SHM_DIRECT_REDUCE] =
-        {"LOOM_SHM_DIRECT_REDUCE", LOOM_PARAM_T_INT, "1", 0, 1,
-         "1 (default): data received over shared memory for a reduction is "
-         "reduced straight from the FIFO; 0: copied to a staging slot first "
-         "(one more copy; for comparison)"},
+        {.name = "LOOM_SHM_DIRECT_REDUCE",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = "1",
+         .min = 0,
+         .max = 1,
+         .help = "1 (default): data received over shared memory for a reduction is "
+                 "reduced straight from the FIFO; 0: copied to a staging slot first "
+                 "(one more copy; for comparison)"},
     [LOOM_PARAM_ALGO] =
-        {"LOOM_ALGO", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "limit the algorithms the tuner may pick, NCCL_ALGO's syntax: items separated "
-         "by ';', each [COLL:]LIST or [COLL:]^LIST (excluded), LIST comma-separated, e.g. "
-         "\"tree,ring\" or \"allreduce:tree,ring;broadcast:chain\"; algorithms: ring, rd "
-         "(recursive doubling), rhd (halving-doubling), oneshot, tree (double binary tree "
-         "for allreduce, binomial for broadcast/reduce), chain, hier (hierarchical); when "
-         "none allowed can run here the tuner chooses (WARN at init)"},
+        {.name = "LOOM_ALGO",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "limit the algorithms the tuner may pick, NCCL_ALGO's syntax: items separated "
+                 "by ';', each [COLL:]LIST or [COLL:]^LIST (excluded), LIST comma-separated, e.g. "
+                 "\"tree,ring\" or \"allreduce:tree,ring;broadcast:chain\"; algorithms: ring, rd "
+                 "(recursive doubling), rhd (halving-doubling), oneshot, tree (double binary tree "
+                 "for allreduce, binomial for broadcast/reduce), chain, hier (hierarchical); when "
+                 "none allowed can run here the tuner chooses (WARN at init)"},
     [LOOM_PARAM_PROTO] =
-        {"LOOM_PROTO", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "limit the protocols the tuner may pick, NCCL_PROTO's syntax (as LOOM_ALGO): "
-         "LL (16 KiB pipeline slices: data forwarded down chains and trees moves on "
-         "sooner) or Simple (LOOM_CHUNK_BYTES slices: fewest messages), e.g. \"LL\", "
-         "\"^LL\", \"broadcast:LL\"; the tuner uses LL only for chains and trees whose "
-         "ranks each have a core"},
+        {.name = "LOOM_PROTO",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "limit the protocols the tuner may pick, NCCL_PROTO's syntax (as LOOM_ALGO): "
+                 "LL (16 KiB pipeline slices: data forwarded down chains and trees moves on "
+                 "sooner) or Simple (LOOM_CHUNK_BYTES slices: fewest messages), e.g. \"LL\", "
+                 "\"^LL\", \"broadcast:LL\"; the tuner uses LL only for chains and trees whose "
+                 "ranks each have a core"},
     [LOOM_PARAM_NCHANNELS] =
-        {"LOOM_NCHANNELS", LOOM_PARAM_T_INT, "1", 1, 4 /* LOOM_MAX_CHANNELS */,
-         "rings a ring all-reduce runs on, each over its part of the data and in its "
-         "own order (each node's ranks rotated, every other ring backwards), so that "
-         "several NICs or links per node are used; 1 (default): one ring, fastest on "
-         "the machines measured (one NIC, 2 cores)"},
+        {.name = "LOOM_NCHANNELS",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = "1",
+         .min = 1,
+         .max = 4 /* LOOM_MAX_CHANNELS */,
+         .help = "rings a ring all-reduce runs on, each over its part of the data and in its "
+                 "own order (each node's ranks rotated, every other ring backwards), so that "
+                 "several NICs or links per node are used; 1 (default): one ring, fastest on "
+                 "the machines measured (one NIC, 2 cores)"},
     [LOOM_PARAM_HOSTID] =
-        {"LOOM_HOSTID", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "node identity (at most 63 bytes): ranks with the same value are one node "
-         "(shared memory between them, the network to the others); default: hostname "
-         "and boot id.  Lets tests make several nodes on one machine"},
+        {.name = "LOOM_HOSTID",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "node identity (at most 63 bytes): ranks with the same value are one node "
+                 "(shared memory between them, the network to the others); default: hostname "
+                 "and boot id.  Lets tests make several nodes on one machine"},
     [LOOM_PARAM_TOPO_DUMP_FILE] =
-        {"LOOM_TOPO_DUMP_FILE", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "rank 0 writes the communicator's topology (nodes, their ranks, cores, "
-         "caches, memory, NICs) to this file as JSON at init; %h = host, %p = pid. "
-         "loom-topo FILE prints it, LOOM_TOPO_FILE loads it"},
+        {.name = "LOOM_TOPO_DUMP_FILE",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "rank 0 writes the communicator's topology (nodes, their ranks, cores, "
+                 "caches, memory, NICs) to this file as JSON at init; %h = host, %p = pid. "
+                 "loom-topo FILE prints it, LOOM_TOPO_FILE loads it"},
     [LOOM_PARAM_TOPO_FILE] =
-        {"LOOM_TOPO_FILE", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "use the topology in this JSON file (as LOOM_TOPO_DUMP_FILE writes) instead of "
-         "discovering it; its rank count must equal the communicator's.  Shapes "
-         "schedules and tuning only: which ranks share memory still follows the host "
-         "ids"},
+        {.name = "LOOM_TOPO_FILE",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "use the topology in this JSON file (as LOOM_TOPO_DUMP_FILE writes) instead of "
+                 "discovering it; its rank count must equal the communicator's.  Shapes "
+                 "schedules and tuning only: which ranks share memory still follows the host "
+                 "ids"},
     [LOOM_PARAM_TUNE_FILE] =
-        {"LOOM_TUNE_FILE", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "measured algorithm choices (as `loom-perf --autotune FILE` writes them) that "
-         "take precedence over the tuner's rules for the matching rank and node counts; "
-         "LOOM_ALGO still limits them; a bad file fails init naming the line"},
+        {.name = "LOOM_TUNE_FILE",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "measured algorithm choices (as `loom-perf --autotune FILE` writes them) that "
+                 "take precedence over the tuner's rules for the matching rank and node counts; "
+                 "LOOM_ALGO still limits them; a bad file fails init naming the line"},
     [LOOM_PARAM_NET] =
-        {"LOOM_NET", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "the transport between nodes: tcp, ofi (libfabric) or ib (ibverbs); an "
-         "unavailable one fails init saying why.  Default: ib where an RDMA device "
-         "exists, else ofi where libfabric's provider is a fabric (not tcp, sockets, "
-         "udp or shm), else tcp.  Ranks of one node still use shared memory "
-         "(LOOM_SHM_DISABLE=1: not)"},
+        {.name = "LOOM_NET",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "the transport between nodes: tcp, ofi (libfabric) or ib (ibverbs); an "
+                 "unavailable one fails init saying why.  Default: ib where an RDMA device "
+                 "exists, else ofi where libfabric's provider is a fabric (not tcp, sockets, "
+                 "udp or shm), else tcp.  Ranks of one node still use shared memory "
+                 "(LOOM_SHM_DISABLE=1: not)"},
     [LOOM_PARAM_NET_PLUGIN] =
-        {"LOOM_NET_PLUGIN", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "load the transport between nodes from libloom-net-NAME.so (the dlopen "
-         "search path, then Loom's pkglibdir); it must export loom_net_plugin_v<N> "
-         "for this Loom's transport API version (docs/transports.md)"},
+        {.name = "LOOM_NET_PLUGIN",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "load the transport between nodes from libloom-net-NAME.so (the dlopen "
+                 "search path, then Loom's pkglibdir); it must export loom_net_plugin_v<N> "
+                 "for this Loom's transport API version (docs/transports.md)"},
     [LOOM_PARAM_MODULE_PATH] =
-        {"LOOM_MODULE_PATH", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "directories (':'-separated) holding Loom's transport modules "
-         "libloom-net-ofi.so and libloom-net-ib.so, searched instead of Loom's pkglibdir "
-         "(make check points it at the build tree); a module is loaded only when its "
-         "transport is chosen (loom-info lists them)"},
+        {.name = "LOOM_MODULE_PATH",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "directories (':'-separated) holding Loom's transport modules "
+                 "libloom-net-ofi.so and libloom-net-ib.so, searched instead of Loom's pkglibdir "
+                 "(make check points it at the build tree); a module is loaded only when its "
+                 "transport is chosen (loom-info lists them)"},
     [LOOM_PARAM_OFI_PROVIDER] =
-        {"LOOM_OFI_PROVIDER", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "libfabric providers the ofi transport may use, in order of preference, "
-         "comma-separated, e.g. \"efa\", \"tcp\" (matches tcp;ofi_rxm), \"shm\"; "
-         "default: the best found (a fabric, then tcp;ofi_rxm), named in the INFO log"},
+        {.name = "LOOM_OFI_PROVIDER",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "libfabric providers the ofi transport may use, in order of preference, "
+                 "comma-separated, e.g. \"efa\", \"tcp\" (matches tcp;ofi_rxm), \"shm\"; "
+                 "default: the best found (a fabric, then tcp;ofi_rxm), named in the INFO log"},
     [LOOM_PARAM_OFI_DOMAIN] =
-        {"LOOM_OFI_DOMAIN", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "libfabric domain for the ofi transport (a NIC or interface name, e.g. "
-         "\"mlx5_0\", \"eth0\"); default: for socket providers the interface of "
-         "Loom's own address (LOOM_SOCKET_IFNAME), else the provider's first"},
+        {.name = "LOOM_OFI_DOMAIN",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "libfabric domain for the ofi transport (a NIC or interface name, e.g. "
+                 "\"mlx5_0\", \"eth0\"); default: for socket providers the interface of "
+                 "Loom's own address (LOOM_SOCKET_IFNAME), else the provider's first"},
     [LOOM_PARAM_IB_HCA] =
-        {"LOOM_IB_HCA", LOOM_PARAM_T_STRING, NULL, 0, 0,
-         "RDMA ports the ibverbs transport may use, NCCL_IB_HCA's syntax: device[:port] "
-         "items separated by commas, names as prefixes unless the list starts with =, "
-         "^ first to exclude them, e.g. \"mlx5_0:1\", \"=mlx5_1\", \"^mlx5_2\"; default: the "
-         "first active port with an IP address rdma_cm can use"},
+        {.name = "LOOM_IB_HCA",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .min = 0,
+         .max = 0,
+         .help = "RDMA ports the ibverbs transport may use, NCCL_IB_HCA's syntax: device[:port] "
+                 "items separated by commas, names as prefixes unless the list starts with =, "
+                 "^ first to exclude them, e.g. \"mlx5_0:1\", \"=mlx5_1\", \"^mlx5_2\"; default: the "
+                 "first active port with an IP address rdma_cm can use"},
     [LOOM_PARAM_IB_GID_INDEX] =
-        {"LOOM_IB_GID_INDEX", LOOM_PARAM_T_INT, "-1", -1, 1023,
-         "RoCE: the GID table entry whose IP address the ibverbs transport binds (so its "
-         "interface and VLAN; rdma_cm's default RoCE mode picks v1 or v2); -1 (default): "
-         "Loom's own address when it is on the RDMA port, else the port's first address"},
+        {.name = "LOOM_IB_GID_INDEX",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = "-1",
+         .min = -1,
+         .max = 1023,
+         .help = "RoCE: the GID table entry whose IP address the ibverbs transport binds (so its "
+                 "interface and VLAN; rdma_cm's default RoCE mode picks v1 or v2); -1 (default): "
+                 "Loom's own address when it is on the RDMA port, else the port's first address"},
     [LOOM_PARAM_IB_TIMEOUT] =
-        {"LOOM_IB_TIMEOUT", LOOM_PARAM_T_INT, "20", 1, 31,
-         "ibverbs queue pairs' ACK timeout exponent: 4.096 us x 2^value per try (20: "
-         "4.3 s), as NCCL_IB_TIMEOUT"},
+        {.name = "LOOM_IB_TIMEOUT",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = "20",
+         .min = 1,
+         .max = 31,
+         .help = "ibverbs queue pairs' ACK timeout exponent: 4.096 us x 2^value per try (20: "
+                 "4.3 s), as NCCL_IB_TIMEOUT"},
     [LOOM_PARAM_IB_RETRY_CNT] =
-        {"LOOM_IB_RETRY_CNT", LOOM_PARAM_T_INT, "7", 0, 7,
-         "ibverbs queue pairs' retransmissions before a connection fails (0..7), as "
-         "NCCL_IB_RETRY_CNT"},
+        {.name = "LOOM_IB_RETRY_CNT",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = "7",
+         .min = 0,
+         .max = 7,
+         .help = "ibverbs queue pairs' retransmissions before a connection fails (0..7), as "
+                 "NCCL_IB_RETRY_CNT"},
 };
 
 struct param_value {

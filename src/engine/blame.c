@@ -177,7 +177,8 @@ loomResult_t loom_engine_fail(struct loom_engine_task *r, struct loom_notice nt,
   if (detail_in != NULL) /* it may be the last-error buffer we overwrite below */
     snprintf(detail, sizeof detail, "%s", detail_in);
   int own = nt.reporter == e->rank;
-  struct wait_graph g = {malloc(sizeof(int) * (size_t)e->nranks), e->nranks, e->rank};
+  struct wait_graph g = {
+      .waits_on = malloc(sizeof(int) * (size_t)e->nranks), .n = e->nranks, .me = e->rank};
   int timeout_mode = nt.kind == LOOM_NOTICE_TIMEOUT && g.waits_on != NULL;
   if (timeout_mode) {
     for (int i = 0; i < e->nranks; i++)

@@ -142,7 +142,7 @@ static loomResult_t wait_kernel(struct loom_engine_task *const *rs, int n, int u
     notice_at[i] = local >= 0 ? nfds + local : -1;
     nfds += k;
   }
-  struct timespec ts = {us / 1000000, (long)(us % 1000000) * 1000};
+  struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
   if (ppoll(fds, (nfds_t)nfds, &ts, NULL) < 0 && errno != EINTR)
     return loom_error(loomSystemError, LOOM_LOG_COLL, "poll: %s", strerror(errno));
   for (int i = 0; i < n; i++)
@@ -241,7 +241,8 @@ loomResult_t loom_engine_wait(struct loom_engine *e) {
   struct pollfd fds[ENGINE_MAX_POLL_FDS + 2];
   int notice_at[1];
   unsigned char live = 1;
-  struct drive_space d = {still, fds, ENGINE_MAX_POLL_FDS + 2, notice_at};
+  struct drive_space d = {
+      .still = still, .fds = fds, .cap = ENGINE_MAX_POLL_FDS + 2, .notice_at = notice_at};
   drive(&r, 1, &d, NULL, &live);
   return r->result;
 }
@@ -270,7 +271,8 @@ static loomResult_t drive_engines(struct loom_engine *const *es, int n,
     struct pollfd fds[ENGINE_MAX_POLL_FDS + 2];
     int notice_at[1];
     unsigned char live;
-    struct drive_space d = {still, fds, ENGINE_MAX_POLL_FDS + 2, notice_at};
+    struct drive_space d = {
+      .still = still, .fds = fds, .cap = ENGINE_MAX_POLL_FDS + 2, .notice_at = notice_at};
     drive_with(es, 1, nx, &r, &live, &d);
     return loomSuccess;
   }
@@ -283,7 +285,7 @@ static loomResult_t drive_engines(struct loom_engine *const *es, int n,
   if (rs == NULL || fds == NULL || notice_at == NULL || live == NULL) {
     res = loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (engine wait)");
   } else {
-    struct drive_space d = {rs + n, fds, cap, notice_at};
+    struct drive_space d = {.still = rs + n, .fds = fds, .cap = cap, .notice_at = notice_at};
     drive_with(es, n, nx, rs, live, &d);
   }
   free(rs);
@@ -309,6 +311,6 @@ loomResult_t loom_engine_wait_all(struct loom_engine *const *es, int n, loomResu
 
 loomResult_t loom_engine_drive(struct loom_engine *const *es, int n, loom_engine_next_fn next,
                                void *arg) {
-  struct drive_next nx = {next, arg};
+  struct drive_next nx = {.fn = next, .arg = arg};
   return drive_engines(es, n, &nx);
 }

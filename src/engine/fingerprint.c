@@ -45,7 +45,7 @@ void loom_fp_text(const uint64_t fp[2], char *buf, size_t len) {
   int coll = (int)(fp[0] >> 56) - 1, dt = (int)(fp[0] >> 48 & 0xff), op = (int)(fp[0] >> 40 & 0xff);
   int root = (int)(fp[0] & 0xffffff) - 1;
   unsigned seq = (unsigned)(fp[0] >> 24 & 0xffff);
-  struct text t = {buf, len, 0};
+  struct text t = {.buf = buf, .len = len, .used = 0};
   if (len > 0)
     buf[0] = '\0';
   if (coll == LOOM_FP_SPLIT || coll == LOOM_FP_FINALIZE) {

@@ -64,8 +64,13 @@ const char *loom_algo_mask_text(unsigned mask, char *buf, size_t len) {
 }
 
 static const struct loom_choice_kind algo_kind = {
-    "LOOM_ALGO", "algorithm", algo_names, LOOM_ALGO_RING, LOOM_ALGO_COUNT, coll_algos,
-    "ring, rd, oneshot, tree, chain, hier, rhd",
+    .var = "LOOM_ALGO",
+    .what = "algorithm",
+    .names = algo_names,
+    .first = LOOM_ALGO_RING,
+    .count = LOOM_ALGO_COUNT,
+    .coll_mask = coll_algos,
+    .list = "ring, rd, oneshot, tree, chain, hier, rhd",
 };
 
 int loom_algo_parse(const char *spec, unsigned allowed[LOOM_COLL_COUNT], char *err,

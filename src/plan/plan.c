@@ -196,8 +196,12 @@ static const char *build(const struct loom_plan_args *a, enum loom_algo algo,
     }
     if (algo == LOOM_ALGO_HIER) {
       const struct loom_topo *t = a->topo;
-      struct loom_hier h = {t->nnodes,      loom_topo_node_size(t, 0), t->node_of[r],
-                            t->local_of[r], topo_rank_at,              t};
+      struct loom_hier h = {.nnodes = t->nnodes,
+                            .local_size = loom_topo_node_size(t, 0),
+                            .node = t->node_of[r],
+                            .local_index = t->local_of[r],
+                            .rank_at = topo_rank_at,
+                            .arg = t};
       loom_hier_allreduce(r, &h, a->count, s);
       return "hierarchical";
     }

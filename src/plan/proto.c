@@ -19,8 +19,13 @@ static unsigned coll_protos(int coll) {
 }
 
 static const struct loom_choice_kind proto_kind = {
-    "LOOM_PROTO", "protocol", proto_names, LOOM_PROTO_LL, LOOM_PROTO_COUNT, coll_protos,
-    "LL, Simple",
+    .var = "LOOM_PROTO",
+    .what = "protocol",
+    .names = proto_names,
+    .first = LOOM_PROTO_LL,
+    .count = LOOM_PROTO_COUNT,
+    .coll_mask = coll_protos,
+    .list = "LL, Simple",
 };
 
 int loom_proto_parse(const char *spec, unsigned allowed[LOOM_COLL_COUNT], char *err,

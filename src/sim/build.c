@@ -211,7 +211,7 @@ int loom_sim_predict(const struct loom_sim_params *p, const struct loom_topo *t,
   int *map = malloc((size_t)LOOM_SCHED_MAX_STEPS(n) * sizeof *map);
   int *sim_of = malloc((size_t)n * sizeof *sim_of);
   int *nic_of = malloc((size_t)nsim * sizeof *nic_of);
-  struct pool pool = {NULL, 0, 0};
+  struct pool pool = {.steps = NULL, .n = 0, .cap = 0};
   if (s == NULL || ranks == NULL || map == NULL || sim_of == NULL || nic_of == NULL) {
     snprintf(err, errlen, "out of memory for %d ranks' schedules", nsim);
     goto out;

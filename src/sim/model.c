@@ -220,13 +220,19 @@ static int match(struct model *m, char *err, size_t errlen) {
     const struct rstate *s = &m->rs[r];
     for (size_t i = 0; i < s->nsends; i++) {
       const struct loom_sim_step *st = &s->sr->steps[s->sends[i].step];
-      se[a++] = (struct end){r, job->sim_of[st->send_peer], r, s->sends[i].slot,
-                             slice_len(st->send_count, m->slice, s->sends[i].k)};
+      se[a++] = (struct end){.src = r,
+                             .dst = job->sim_of[st->send_peer],
+                             .owner = r,
+                             .slot = s->sends[i].slot,
+                             .bytes = slice_len(st->send_count, m->slice, s->sends[i].k)};
     }
     for (size_t i = 0; i < s->nrecvs; i++) {
       const struct loom_sim_step *st = &s->sr->steps[s->recvs[i].step];
-      re[b++] = (struct end){job->sim_of[st->recv_peer], r, r, s->recvs[i].slot,
-                             slice_len(st->recv_count, m->slice, s->recvs[i].k)};
+      re[b++] = (struct end){.src = job->sim_of[st->recv_peer],
+                             .dst = r,
+                             .owner = r,
+                             .slot = s->recvs[i].slot,
+                             .bytes = slice_len(st->recv_count, m->slice, s->recvs[i].k)};
     }
   }
   qsort(se, ns, sizeof *se, end_cmp);

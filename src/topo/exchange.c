@@ -28,7 +28,7 @@ static const char *hostid_of(int r, void *arg) {
 /* Groups the gathered records; each node keeps its lowest rank's record. */
 static int group_records(struct loom_topo *t, int nranks, const struct loom_topo_hw *all,
                          char *err, size_t errlen) {
-  struct gathered g = {all};
+  struct gathered g = {.hw = all};
   if (loom_topo_group(t, nranks, hostid_of, &g) != 0) {
     snprintf(err, errlen, "out of memory grouping %d ranks into nodes", nranks);
     return -1;

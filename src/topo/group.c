@@ -124,14 +124,14 @@ static int cmp_node_id(int a, int b, const void *v) {
 }
 
 int loom_topo_from_nodes(struct loom_topo *t, int nranks, const int *node_id) {
-  struct rank_key k = {cmp_node_id, node_id};
+  struct rank_key k = {.cmp = cmp_node_id, .arg = node_id};
   return group_by_key(t, nranks, &k);
 }
 
 int loom_topo_group(struct loom_topo *t, int nranks, const char *(*hostid)(int r, void *arg),
                     void *arg) {
-  struct hostid_view h = {hostid, arg};
-  struct rank_key k = {cmp_hostid, &h};
+  struct hostid_view h = {.hostid = hostid, .arg = arg};
+  struct rank_key k = {.cmp = cmp_hostid, .arg = &h};
   return group_by_key(t, nranks, &k);
 }
 

@@ -632,7 +632,12 @@ static int build(struct jp *j, struct doc *d, struct loom_topo *t) {
 
 int loom_topo_parse_json(struct loom_topo *t, const char *text, size_t len, const char *name,
                          char *err, size_t errlen) {
-  struct jp j = {text, text + len, 1, name ? name : "(topology)", err, errlen};
+  struct jp j = {.p = text,
+                 .end = text + len,
+                 .line = 1,
+                 .name = name ? name : "(topology)",
+                 .err = err,
+                 .errlen = errlen};
   struct doc d;
   memset(&d, 0, sizeof d);
   memset(t, 0, sizeof *t);

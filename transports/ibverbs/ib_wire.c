@@ -37,7 +37,7 @@ static uint32_t checksum(const uint8_t *p, size_t n) {
 uint64_t ib_wire_secret_hash(const uint8_t *secret, size_t len) {
   /* HMAC-SHA256 under the secret of a label only this use has: one-way,
    * and unlike any other value derived from the secret. */
-  const struct loom_bytes label = {"loom/ib-hello", 13};
+  const struct loom_bytes label = {.p = "loom/ib-hello", .len = 13};
   uint8_t tag[LOOM_SHA256_BYTES];
   loom_hmac_sha256(secret, len, &label, 1, tag);
   uint64_t h = 0;

@@ -71,7 +71,7 @@ static loomResult_t ofi_init(const struct loom_transport_comm *info, void **out,
   ctx->wait_fd = -1;
   ctx->ready_fd = -1;
   uint8_t token[LOOM_SHA256_BYTES];
-  const struct loom_bytes label = {"loom/ofi-hello", 14};
+  const struct loom_bytes label = {.p = "loom/ofi-hello", .len = 14};
   loom_hmac_sha256(info->secret, LOOM_NET_SECRET_BYTES, &label, 1, token);
   memcpy(ctx->hello_token, token, sizeof ctx->hello_token);
   ctx->conns = calloc((size_t)info->nranks, sizeof *ctx->conns);

@@ -110,7 +110,7 @@ static loomResult_t fail_fi(struct ofi_ctx *ctx, int peer, const char *what, int
 
 static ssize_t try_post(struct ofi_req *r) {
   struct ofi_ctx *ctx = r->conn->ctx;
-  struct iovec iov[2] = {{r->hdr, OFI_HDR_BYTES}, {NULL, 0}};
+  struct iovec iov[2] = {{.iov_base = r->hdr, .iov_len = OFI_HDR_BYTES}, {.iov_base = NULL}};
   void *desc[2] = {r->hdr_desc, NULL};
   size_t n = 1;
   if (r->x != NULL && r->len > 0) {
@@ -214,7 +214,8 @@ loomResult_t ofi_post(struct ofi_conn *c, struct loom_xfer *x, int is_send) {
     uint32_t seq = is_send ? c->send_seq++ : c->recv_seq++;
     r->tag = ofi_tag_make(is_send ? ctx->rank : c->peer, seq);
     if (is_send) {
-      struct ofi_hdr h = {OFI_HDR_MAGIC, (uint32_t)j, x->len, {x->fp[0], x->fp[1]}};
+      struct ofi_hdr h = {
+          .magic = OFI_HDR_MAGIC, .part = (uint32_t)j, .msg_len = x->len, .fp = {x->fp[0], x->fp[1]}};
       ofi_hdr_encode(r->hdr, &h);
     } else {
       memset(r->hdr, 0, sizeof r->hdr); /* a truncated message may leave it unwritten */
@@ -246,7 +247,7 @@ loomResult_t ofi_post_hello(struct ofi_conn *c, int is_send) {
   r->tag = ofi_tag_hello(is_send ? ctx->rank : c->peer);
   memset(r->hdr, 0, sizeof r->hdr);
   if (is_send) { /* a token of the secret rides in the fingerprint's place */
-    struct ofi_hdr h = {OFI_HDR_MAGIC, 0, 0, {0, 0}};
+    struct ofi_hdr h = {.magic = OFI_HDR_MAGIC};
     memcpy(h.fp, ctx->hello_token, sizeof h.fp);
     ofi_hdr_encode(r->hdr, &h);
   }

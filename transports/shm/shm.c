@@ -162,7 +162,8 @@ static int cma_probe(pid_t pid, uint64_t addr, char *why, size_t len) {
     return 0;
   }
   uint64_t word = 0;
-  struct iovec local = {&word, sizeof word}, remote = {(void *)(uintptr_t)addr, sizeof word};
+  struct iovec local = {.iov_base = &word, .iov_len = sizeof word};
+  struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = sizeof word};
   ssize_t k = process_vm_readv(pid, &local, 1, &remote, 1, 0);
   if (k != (ssize_t)sizeof word) {
     snprintf(why, len, "process_vm_readv: %s", k < 0 ? strerror(errno) : "short read");
@@ -364,8 +365,8 @@ static void reap_acks(struct shm_conn *c, int *progressed) {
 static loomResult_t cma_read(struct shm_conn *c, struct loom_xfer *x, uint64_t where) {
   size_t done = 0;
   while (done < x->len) {
-    struct iovec local = {(char *)x->buf + done, x->len - done};
-    struct iovec remote = {(char *)(uintptr_t)where + done, x->len - done};
+    struct iovec local = {.iov_base = (char *)x->buf + done, .iov_len = x->len - done};
+    struct iovec remote = {.iov_base = (char *)(uintptr_t)where + done, .iov_len = x->len - done};
     ssize_t k = process_vm_readv(c->pid, &local, 1, &remote, 1, 0);
     if (k <= 0) {
       char detail[96];

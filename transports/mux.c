@@ -16,7 +16,7 @@
  */
 #include "select.h"
 #include "shm/shm.h"
-#include "bootstrap/wire.h"
+#include "net/bytes.h"
 #include "core/config.h"
 #include "core/error.h"
 

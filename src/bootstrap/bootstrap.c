@@ -3,7 +3,8 @@
  * allgather/barrier over it.
  */
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/auth.h"
+#include "net/auth.h"
+#include "net/bytes.h"
 #include "core/hmac.h"
 #include "core/config.h"
 #include "core/error.h"

@@ -1,6 +1,6 @@
 /*
  * root.c — the bootstrap root: a thread that challenges every connection,
- * admits the ranks that prove the job's secret (bootstrap/auth.h), and
+ * admits the ranks that prove the job's secret (net/auth.h), and
  * answers each with the table of all ranks (or with an error naming the
  * ranks that never arrived), tagged so the rank knows it came from its own
  * job's root.  It serves one rendezvous and exits.  Nothing a client sends
@@ -9,7 +9,8 @@
  * every slot is taken the oldest unproven one makes room.
  */
 #include "bootstrap/bootstrap.h"
-#include "bootstrap/auth.h"
+#include "net/auth.h"
+#include "net/bytes.h"
 #include "core/hmac.h"
 #include "core/error.h"
 #include "core/timeutil.h"

@@ -2,54 +2,13 @@
  * wire.c — encoders and validating decoders for bootstrap messages.
  */
 #include "bootstrap/wire.h"
+#include "net/bytes.h"
 
 #include <arpa/inet.h>
 #include <string.h>
 
 #define ID_MAGIC 0x4c4d4944u /* "LMID" */
 #define ID_VERSION 1u
-
-void loom_put_u32(uint8_t *p, uint32_t v) {
-  p[0] = (uint8_t)(v >> 24);
-  p[1] = (uint8_t)(v >> 16);
-  p[2] = (uint8_t)(v >> 8);
-  p[3] = (uint8_t)v;
-}
-
-uint32_t loom_get_u32(const uint8_t *p) {
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-void loom_sockaddr_encode(const union loom_sockaddr *a, uint8_t out[20]) {
-  memset(out, 0, 20);
-  int family = a->sa.sa_family;
-  out[0] = family == AF_INET6 ? 6 : 4;
-  int port = loom_sockaddr_port(a);
-  out[2] = (uint8_t)(port >> 8);
-  out[3] = (uint8_t)port;
-  if (family == AF_INET6)
-    memcpy(out + 4, &a->sin6.sin6_addr, 16);
-  else
-    memcpy(out + 4, &a->sin.sin_addr, 4);
-}
-
-int loom_sockaddr_decode(const uint8_t in[20], union loom_sockaddr *a) {
-  memset(a, 0, sizeof *a);
-  int port = in[2] << 8 | in[3];
-  if (in[0] == 4) {
-    a->sin.sin_family = AF_INET;
-    memcpy(&a->sin.sin_addr, in + 4, 4);
-  } else if (in[0] == 6) {
-    a->sin6.sin6_family = AF_INET6;
-    memcpy(&a->sin6.sin6_addr, in + 4, 16);
-  } else {
-    return -1;
-  }
-  if (in[1] != 0)
-    return -1;
-  loom_sockaddr_set_port(a, port);
-  return 0;
-}
 
 /* Id layout: magic(4) version(4) flags(4) addr(20) secret(16), rest zero. */
 void loom_id_encode(const struct loom_id_fields *f, loomUniqueId *id) {
@@ -187,11 +146,4 @@ int loom_notice_decode(const uint8_t in[LOOM_NOTICE_BYTES], struct loom_notice *
       n->kind > LOOM_NOTICE_MISMATCH)
     return -1;
   return 0;
-}
-
-int loom_secret_equal(const uint8_t *a, const uint8_t *b) {
-  uint8_t diff = 0;
-  for (int i = 0; i < LOOM_SECRET_BYTES; i++)
-    diff |= (uint8_t)(a[i] ^ b[i]);
-  return diff == 0;
 }

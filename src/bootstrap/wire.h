@@ -7,13 +7,13 @@
 #ifndef LOOM_BOOTSTRAP_WIRE_H
 #define LOOM_BOOTSTRAP_WIRE_H
 
-#include "bootstrap/socket.h"
+#include "net/auth.h"
+#include "net/socket.h"
 #include "loom.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define LOOM_SECRET_BYTES 16
 #define LOOM_HOSTNAME_BYTES 64
 #define LOOM_HOSTID_BYTES 64
 
@@ -63,7 +63,7 @@ void loom_peer_info_encode(const struct loom_peer_info *p, uint8_t *out);
 int loom_peer_info_decode(const uint8_t *in, struct loom_peer_info *p);
 
 /* HELLO payload: nranks, peer info.  It travels after the rank's proof
- * of the secret (bootstrap/auth.h), never with the secret itself. */
+ * of the secret (net/auth.h), never with the secret itself. */
 #define LOOM_HELLO_BYTES (4 + LOOM_PEER_INFO_BYTES)
 void loom_hello_encode(int32_t nranks, const struct loom_peer_info *p, uint8_t *out);
 int loom_hello_decode(const uint8_t *in, int32_t *nranks, struct loom_peer_info *p);
@@ -87,15 +87,5 @@ loomResult_t loom_notice_result(int kind);
 void loom_notice_encode(const struct loom_notice *n, uint8_t out[LOOM_NOTICE_BYTES]);
 int loom_notice_decode(const uint8_t in[LOOM_NOTICE_BYTES], struct loom_notice *n);
 
-/* Constant-time comparison of two secrets (1 when equal). */
-int loom_secret_equal(const uint8_t *a, const uint8_t *b);
-
-/* Big-endian helpers. */
-void loom_put_u32(uint8_t *p, uint32_t v);
-uint32_t loom_get_u32(const uint8_t *p);
-
-/* Socket addresses in 20 bytes: family(2) port(2) address(16). */
-void loom_sockaddr_encode(const union loom_sockaddr *a, uint8_t out[20]);
-int loom_sockaddr_decode(const uint8_t in[20], union loom_sockaddr *a);
 
 #endif

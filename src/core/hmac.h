@@ -1,6 +1,6 @@
 /*
  * hmac.h — SHA-256 and HMAC-SHA256 (FIPS 180-4, RFC 2104), for the proofs
- * that a connecting process knows its job's secret (bootstrap/auth.h).
+ * that a connecting process knows its job's secret (net/auth.h).
  * Small and dependency-free: Loom links no crypto library.
  */
 #ifndef LOOM_CORE_HMAC_H

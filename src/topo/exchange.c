@@ -1,7 +1,7 @@
 /*
  * exchange.c — the communicator's topology at init: every rank discovers
- * its own node, the fixed-size records travel through an allgather the
- * caller provides (the bootstrap's), ranks are grouped by host id, and
+ * its own node, the records travel in the wire encoding (record.c) through
+ * an allgather the caller provides (the bootstrap's), ranks are grouped by host id, and
  * rank 0 may dump the result (LOOM_TOPO_DUMP_FILE).  LOOM_TOPO_FILE
  * replaces discovery with a stored topology.
  */
@@ -88,6 +88,21 @@ static void dump(const struct loom_topo *t, const char *pattern) {
   LOOM_INFO(LOOM_LOG_INIT, "topology written to %s", path);
 }
 
+/* Every rank's record into all[]: encoded, allgathered, decoded (and so
+ * made safe).  0, or -1 when out of memory or the allgather failed. */
+static int exchange_records(struct loom_topo_hw *all, int rank, int nranks,
+                            int (*allgather)(void *data, size_t size, void *arg), void *arg) {
+  uint8_t *wire = calloc((size_t)nranks, LOOM_TOPO_RECORD_BYTES);
+  if (wire == NULL)
+    return -1;
+  loom_topo_hw_encode(&all[rank], wire + (size_t)rank * LOOM_TOPO_RECORD_BYTES);
+  int rc = allgather(wire, LOOM_TOPO_RECORD_BYTES, arg);
+  for (int r = 0; r < nranks && rc == 0; r++)
+    loom_topo_hw_decode(wire + (size_t)r * LOOM_TOPO_RECORD_BYTES, &all[r]);
+  free(wire);
+  return rc;
+}
+
 int loom_topo_build(struct loom_topo *t, int rank, int nranks, const char *my_hostid,
                     int (*allgather)(void *data, size_t size, void *arg), void *arg,
                     char *err, size_t errlen) {
@@ -115,13 +130,11 @@ int loom_topo_build(struct loom_topo *t, int rank, int nranks, const char *my_ho
   uint64_t t1 = loom_now_ns();
   /* every rank takes part even when loading a file, so that a file set on
    * some ranks only cannot leave the others waiting in a later exchange */
-  if (allgather(all, sizeof *all, arg) != 0) {
+  if (exchange_records(all, rank, nranks, allgather, arg) != 0) {
     snprintf(err, errlen, "exchanging topology records with the other ranks failed");
     free(all);
     return -1;
   }
-  for (int r = 0; r < nranks; r++)
-    loom_topo_hw_sanitize(&all[r]);
   int rc = file != NULL ? load_file(t, file, nranks, err, errlen)
                         : group_records(t, nranks, all, err, errlen);
   free(all);

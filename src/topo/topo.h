@@ -118,6 +118,13 @@ void loom_topo_local_hostid(char *out, size_t len);
  * unused NIC slots and pad zeroed. */
 void loom_topo_hw_sanitize(struct loom_topo_hw *hw);
 
+/* ---- record.c: a record as it travels between ranks ---- */
+#define LOOM_TOPO_RECORD_BYTES 2084
+/* Field by field, big-endian, strings NUL-padded to their fields. */
+void loom_topo_hw_encode(const struct loom_topo_hw *hw, uint8_t out[LOOM_TOPO_RECORD_BYTES]);
+/* The record's fields, made safe (loom_topo_hw_sanitize) whatever the bytes. */
+void loom_topo_hw_decode(const uint8_t in[LOOM_TOPO_RECORD_BYTES], struct loom_topo_hw *hw);
+
 /* ---- json.c ---- */
 
 /* Writes t as JSON (the format is described at the top of json.c): rank

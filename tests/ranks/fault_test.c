@@ -22,7 +22,7 @@
  *                      through loomCommGetAsyncError on this thread
  * Exit 0 when the scenario behaved as required.
  */
-#include "bootstrap/auth.h"
+#include "net/auth.h"
 #include "bootstrap/wire.h"
 #include "core/timeutil.h"
 #include "loom.h"

@@ -11,7 +11,7 @@
  *   --abort-init   a non-blocking init whose other rank never comes:
  *                  loomCommAbort from this thread must return within 1 s
  */
-#include "bootstrap/auth.h"
+#include "net/auth.h"
 #include "bootstrap/wire.h"
 #include "core/timeutil.h"
 #include "loom.h"

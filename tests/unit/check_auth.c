@@ -1,10 +1,10 @@
 /*
  * check_auth.c — SHA-256 and HMAC-SHA256 against the standards' vectors,
- * the challenge/response of bootstrap/auth.c over socket pairs (the right
+ * the challenge/response of net/auth.c over socket pairs (the right
  * secret, a wrong one, a stranger, a replayed proof), and the sanitising
  * of peer-supplied text.
  */
-#include "bootstrap/auth.h"
+#include "net/auth.h"
 #include "core/error.h"
 #include "core/hmac.h"
 #include "core/timeutil.h"

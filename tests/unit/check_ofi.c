@@ -13,7 +13,7 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 #include "loom.h"
-#include "bootstrap/socket.h"
+#include "net/socket.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/timeutil.h"

@@ -9,8 +9,8 @@
 #define _POSIX_C_SOURCE 200809L
 #endif
 #include "loom.h"
-#include "bootstrap/socket.h"
-#include "bootstrap/wire.h"
+#include "net/socket.h"
+#include "net/auth.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/timeutil.h"

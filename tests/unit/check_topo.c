@@ -638,10 +638,53 @@ START_TEST(sanitize_foreign_record) {
 }
 END_TEST
 
+/* A record survives the wire encoding field for field, in a layout fixed
+ * byte by byte (big-endian integers at known offsets), and any bytes at
+ * all decode to a safe record. */
+START_TEST(record_round_trip_and_garbage) {
+  struct loom_topo_hw hw, back;
+  memset(&hw, 0, sizeof hw);
+  snprintf(hw.hostid, sizeof hw.hostid, "node-a/1234");
+  snprintf(hw.hostname, sizeof hw.hostname, "node-a");
+  hw.cores = 64;
+  hw.pus = 128;
+  hw.numa_nodes = 2;
+  hw.sockets = 2;
+  hw.l3_bytes = 256ll << 20;
+  hw.memory_bytes = 1ll << 40;
+  hw.nnics = 2;
+  snprintf(hw.nics[0].name, sizeof hw.nics[0].name, "eth0");
+  snprintf(hw.nics[0].kind, sizeof hw.nics[0].kind, "ip");
+  snprintf(hw.nics[0].addr, sizeof hw.nics[0].addr, "10.0.0.1");
+  hw.nics[0].speed_mbps = 100000;
+  hw.nics[0].numa = -1;
+  snprintf(hw.nics[1].name, sizeof hw.nics[1].name, "mlx5_0");
+  hw.nics[1].numa = 1;
+  uint8_t wire[LOOM_TOPO_RECORD_BYTES];
+  loom_topo_hw_encode(&hw, wire);
+  loom_topo_hw_decode(wire, &back);
+  ck_assert(memcmp(&hw, &back, sizeof hw) == 0);
+  /* cores right after the two 64-byte names, most significant byte first */
+  ck_assert_uint_eq(wire[128], 0);
+  ck_assert_uint_eq(wire[131], 64);
+  /* garbage: names without an end, a NIC count out of range */
+  memset(wire, 0xff, sizeof wire);
+  loom_topo_hw_decode(wire, &back);
+  ck_assert_uint_eq(strlen(back.hostid), sizeof back.hostid - 1);
+  ck_assert_int_eq(back.nnics, 0); /* -1 on the wire */
+  ck_assert_str_eq(back.nics[0].name, "");
+  memset(wire, 'x', sizeof wire);
+  loom_topo_hw_decode(wire, &back);
+  ck_assert_int_eq(back.nnics, LOOM_TOPO_MAX_NICS);
+  ck_assert_uint_eq(strlen(back.nics[15].addr), sizeof back.nics[15].addr - 1);
+}
+END_TEST
+
 /* ---- the init-time exchange ------------------------------------------------------ */
 
-/* A fake allgather for 4 ranks: ranks 0 and 2 on "far", 1 and 3 on the
- * caller's id; each record as the caller's but for its id and core count. */
+/* A fake allgather for 4 ranks of encoded records (record.c): ranks 0 and
+ * 2 on "far", 1 and 3 on the caller's id; each record as the caller's but
+ * for its id and core count. */
 struct fake {
   int rank, calls, fail;
   size_t size;
@@ -653,15 +696,18 @@ static int fake_allgather(void *data, size_t size, void *arg) {
   f->size = size;
   if (f->fail)
     return -1;
-  struct loom_topo_hw *all = data;
+  uint8_t *wire = data;
+  struct loom_topo_hw mine, other;
+  loom_topo_hw_decode(wire + (size_t)f->rank * size, &mine);
   for (int r = 0; r < 4; r++) {
     if (r == f->rank)
       continue;
-    all[r] = all[f->rank];
+    other = mine;
     if (r % 2 == 0)
-      snprintf(all[r].hostid, sizeof all[r].hostid, "far");
-    all[r].cores = 100 + r;
-    all[r].nnics = 1000; /* garbage from a peer is clamped */
+      snprintf(other.hostid, sizeof other.hostid, "far");
+    other.cores = 100 + r;
+    other.nnics = 1000; /* garbage from a peer is clamped */
+    loom_topo_hw_encode(&other, wire + (size_t)r * size);
   }
   return 0;
 }
@@ -681,7 +727,7 @@ START_TEST(build_groups_and_keeps_one_record_per_node) {
   ck_assert_msg(loom_topo_build(&t, 1, 4, "near", fake_allgather, &f, err, sizeof err) == 0, "%s",
                 err);
   ck_assert_int_eq(f.calls, 1);
-  ck_assert_uint_eq(f.size, sizeof(struct loom_topo_hw));
+  ck_assert_uint_eq(f.size, LOOM_TOPO_RECORD_BYTES);
   ck_assert_int_eq(t.nnodes, 2);
   expect_ints(t.node_of, (int[]){0, 1, 0, 1}, 4, "node_of");
   ck_assert_str_eq(t.hw[0].hostid, "far");
@@ -787,6 +833,7 @@ int main(void) {
   tcase_add_test(disc, discover_rdma_from_sysfs);
   tcase_add_test(disc, local_hostid_override);
   tcase_add_test(disc, sanitize_foreign_record);
+  tcase_add_test(disc, record_round_trip_and_garbage);
   suite_add_tcase(s, disc);
   TCase *ex = tcase_create("exchange");
   tcase_add_test(ex, build_groups_and_keeps_one_record_per_node);

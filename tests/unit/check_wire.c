@@ -1,13 +1,14 @@
 /*
  * check_wire.c — unit tests of the bootstrap wire formats
- * (src/bootstrap/wire.c) and the socket helpers (src/bootstrap/socket.c):
+ * (src/bootstrap/wire.c) and the socket helpers (src/net/socket.c):
  * unique ids, frame headers, peer info, hello and notice payloads, address
  * parsing and printing, interface selection, and listening in
  * LOOM_PORT_RANGE.
  */
 #include "loom.h"
-#include "bootstrap/socket.h"
+#include "net/socket.h"
 #include "bootstrap/wire.h"
+#include "net/bytes.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/timeutil.h"

@@ -12,7 +12,8 @@
  */
 #include "config.h"
 #include "ib.h"
-#include "bootstrap/wire.h"
+#include "net/bytes.h"
+#include "net/socket.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/timeutil.h"

@@ -12,7 +12,7 @@
 #ifndef LOOM_TRANSPORT_IB_H
 #define LOOM_TRANSPORT_IB_H
 
-#include "bootstrap/socket.h"
+#include "net/socket.h"
 #include "ib_ep.h"
 #include "common/mr_cache.h"
 #include "ib_wire.h"

@@ -13,7 +13,8 @@
  */
 #include "ib.h"
 #include "ib_wire.h"
-#include "bootstrap/wire.h"
+#include "net/bytes.h"
+#include "net/socket.h"
 #include "core/error.h"
 #include "core/timeutil.h"
 

@@ -2,12 +2,12 @@
  * ib_credit.c — the credit state machines of ib_credit.h.
  */
 #include "ib_credit.h"
-#include "ib_bytes.h"
+#include "net/bytes.h"
 
 #include <stddef.h>
 
 int ib_credit_tx_init(struct ib_credit_tx *tx, uint32_t nslots, uint32_t credits) {
-  if (!ib_is_pow2(nslots) || credits > nslots)
+  if (!loom_is_pow2_u32(nslots) || credits > nslots)
     return -1;
   tx->nslots = nslots;
   tx->credits = credits;
@@ -33,7 +33,7 @@ int ib_credit_tx_give(struct ib_credit_tx *tx, uint32_t n) {
 }
 
 int ib_credit_rx_init(struct ib_credit_rx *rx, uint32_t nslots, uint32_t batch) {
-  if (!ib_is_pow2(nslots) || batch == 0 || batch > nslots)
+  if (!loom_is_pow2_u32(nslots) || batch == 0 || batch > nslots)
     return -1;
   rx->nslots = nslots;
   rx->batch = batch;

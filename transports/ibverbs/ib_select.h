@@ -11,7 +11,7 @@
 #ifndef LOOM_TRANSPORT_IB_SELECT_H
 #define LOOM_TRANSPORT_IB_SELECT_H
 
-#include "bootstrap/socket.h"
+#include "net/socket.h"
 
 #include <stddef.h>
 #include <stdint.h>

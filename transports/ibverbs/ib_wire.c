@@ -3,7 +3,7 @@
  * (layout in ib_wire.h; offsets below).
  */
 #include "ib_wire.h"
-#include "ib_bytes.h"
+#include "net/bytes.h"
 #include "core/hmac.h"
 
 #include <string.h>
@@ -48,19 +48,19 @@ uint64_t ib_wire_secret_hash(const uint8_t *secret, size_t len) {
 
 void ib_wire_encode(const struct ib_hello *h, uint8_t out[IB_WIRE_BYTES]) {
   memset(out, 0, IB_WIRE_BYTES);
-  ib_put_u16(out + OFF_MAGIC, IB_WIRE_MAGIC);
+  loom_put_u16(out + OFF_MAGIC, IB_WIRE_MAGIC);
   out[OFF_VERSION] = IB_WIRE_VERSION;
-  ib_put_u32(out + OFF_RANK, h->rank);
-  ib_put_u32(out + OFF_PEER, h->peer);
-  ib_put_u64(out + OFF_HASH, h->comm_hash);
-  ib_put_u32(out + OFF_QPN, h->qp_num);
-  ib_put_u64(out + OFF_RING_ADDR, h->ring_addr);
-  ib_put_u32(out + OFF_RING_RKEY, h->ring_rkey);
-  ib_put_u32(out + OFF_SLOT_BYTES, h->slot_bytes);
-  ib_put_u16(out + OFF_NSLOTS, h->nslots);
-  ib_put_u16(out + OFF_CREDITS, h->credits);
-  ib_put_u16(out + OFF_RDV_SLOTS, h->rdv_slots);
-  ib_put_u32(out + OFF_CHECKSUM, checksum(out, OFF_CHECKSUM));
+  loom_put_u32(out + OFF_RANK, h->rank);
+  loom_put_u32(out + OFF_PEER, h->peer);
+  loom_put_u64(out + OFF_HASH, h->comm_hash);
+  loom_put_u32(out + OFF_QPN, h->qp_num);
+  loom_put_u64(out + OFF_RING_ADDR, h->ring_addr);
+  loom_put_u32(out + OFF_RING_RKEY, h->ring_rkey);
+  loom_put_u32(out + OFF_SLOT_BYTES, h->slot_bytes);
+  loom_put_u16(out + OFF_NSLOTS, h->nslots);
+  loom_put_u16(out + OFF_CREDITS, h->credits);
+  loom_put_u16(out + OFF_RDV_SLOTS, h->rdv_slots);
+  loom_put_u32(out + OFF_CHECKSUM, checksum(out, OFF_CHECKSUM));
 }
 
 int ib_wire_peek_version(const uint8_t *in, size_t len) {
@@ -70,29 +70,29 @@ int ib_wire_peek_version(const uint8_t *in, size_t len) {
 enum ib_wire_error ib_wire_decode(const uint8_t *in, size_t len, struct ib_hello *out) {
   if (in == NULL || len < IB_WIRE_BYTES)
     return IB_WIRE_TRUNCATED;
-  if (ib_get_u16(in + OFF_MAGIC) != IB_WIRE_MAGIC)
+  if (loom_get_u16(in + OFF_MAGIC) != IB_WIRE_MAGIC)
     return IB_WIRE_BAD_MAGIC;
   if (in[OFF_VERSION] != IB_WIRE_VERSION)
     return IB_WIRE_BAD_VERSION;
-  if (ib_get_u32(in + OFF_CHECKSUM) != checksum(in, OFF_CHECKSUM))
+  if (loom_get_u32(in + OFF_CHECKSUM) != checksum(in, OFF_CHECKSUM))
     return IB_WIRE_BAD_CHECKSUM;
   struct ib_hello h = {
       .version = in[OFF_VERSION],
-      .rank = ib_get_u32(in + OFF_RANK),
-      .peer = ib_get_u32(in + OFF_PEER),
-      .comm_hash = ib_get_u64(in + OFF_HASH),
-      .qp_num = ib_get_u32(in + OFF_QPN),
-      .ring_addr = ib_get_u64(in + OFF_RING_ADDR),
-      .ring_rkey = ib_get_u32(in + OFF_RING_RKEY),
-      .slot_bytes = ib_get_u32(in + OFF_SLOT_BYTES),
-      .nslots = ib_get_u16(in + OFF_NSLOTS),
-      .credits = ib_get_u16(in + OFF_CREDITS),
-      .rdv_slots = ib_get_u16(in + OFF_RDV_SLOTS),
+      .rank = loom_get_u32(in + OFF_RANK),
+      .peer = loom_get_u32(in + OFF_PEER),
+      .comm_hash = loom_get_u64(in + OFF_HASH),
+      .qp_num = loom_get_u32(in + OFF_QPN),
+      .ring_addr = loom_get_u64(in + OFF_RING_ADDR),
+      .ring_rkey = loom_get_u32(in + OFF_RING_RKEY),
+      .slot_bytes = loom_get_u32(in + OFF_SLOT_BYTES),
+      .nslots = loom_get_u16(in + OFF_NSLOTS),
+      .credits = loom_get_u16(in + OFF_CREDITS),
+      .rdv_slots = loom_get_u16(in + OFF_RDV_SLOTS),
   };
-  if (!ib_is_pow2(h.nslots) || h.nslots > IB_WIRE_MAX_SLOTS ||
+  if (!loom_is_pow2_u32(h.nslots) || h.nslots > IB_WIRE_MAX_SLOTS ||
       h.slot_bytes < IB_WIRE_MIN_SLOT_BYTES || h.slot_bytes > IB_WIRE_MAX_SLOT_BYTES ||
       h.slot_bytes % 64 != 0 || h.credits == 0 || h.credits > h.nslots ||
-      !ib_is_pow2(h.rdv_slots) || h.rdv_slots > IB_WIRE_MAX_RDV_SLOTS || h.ring_addr == 0)
+      !loom_is_pow2_u32(h.rdv_slots) || h.rdv_slots > IB_WIRE_MAX_RDV_SLOTS || h.ring_addr == 0)
     return IB_WIRE_BAD_GEOMETRY;
   *out = h;
   return IB_WIRE_OK;

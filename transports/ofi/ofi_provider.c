@@ -7,7 +7,7 @@
  * endpoint.  Also the default selection's question: is there a fabric?
  */
 #include "ofi/ofi_fabric.h"
-#include "bootstrap/socket.h"
+#include "net/socket.h"
 #include "core/config.h"
 #include "core/error.h"
 

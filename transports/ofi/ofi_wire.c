@@ -3,7 +3,7 @@
  * part sizes and the address blob (layouts in ofi.h).
  */
 #include "ofi/ofi.h"
-#include "bootstrap/wire.h"
+#include "net/bytes.h"
 
 #include <string.h>
 
@@ -24,29 +24,20 @@ uint32_t ofi_tag_seq(uint64_t tag) { return (uint32_t)(tag & TAG_SEQ_MASK); }
 
 int ofi_tag_is_hello(uint64_t tag) { return (tag & OFI_TAG_HELLO) != 0; }
 
-static void put_u64(uint8_t *p, uint64_t v) {
-  loom_put_u32(p, (uint32_t)(v >> 32));
-  loom_put_u32(p + 4, (uint32_t)v);
-}
-
-static uint64_t get_u64(const uint8_t *p) {
-  return (uint64_t)loom_get_u32(p) << 32 | loom_get_u32(p + 4);
-}
-
 void ofi_hdr_encode(uint8_t out[OFI_HDR_BYTES], const struct ofi_hdr *h) {
   loom_put_u32(out, h->magic);
   loom_put_u32(out + 4, h->part);
-  put_u64(out + 8, h->msg_len);
-  put_u64(out + 16, h->fp[0]);
-  put_u64(out + 24, h->fp[1]);
+  loom_put_u64(out + 8, h->msg_len);
+  loom_put_u64(out + 16, h->fp[0]);
+  loom_put_u64(out + 24, h->fp[1]);
 }
 
 int ofi_hdr_decode(const uint8_t in[OFI_HDR_BYTES], struct ofi_hdr *h) {
   h->magic = loom_get_u32(in);
   h->part = loom_get_u32(in + 4);
-  h->msg_len = get_u64(in + 8);
-  h->fp[0] = get_u64(in + 16);
-  h->fp[1] = get_u64(in + 24);
+  h->msg_len = loom_get_u64(in + 8);
+  h->fp[0] = loom_get_u64(in + 16);
+  h->fp[1] = loom_get_u64(in + 24);
   return h->magic == OFI_HDR_MAGIC ? 0 : -1;
 }
 
@@ -68,7 +59,7 @@ int ofi_addr_encode(uint8_t out[OFI_ADDR_BYTES], const struct ofi_addr *a) {
   memset(out, 0, OFI_ADDR_BYTES);
   loom_put_u32(out, OFI_ADDR_MAGIC);
   loom_put_u32(out + 4, (uint32_t)a->name_len);
-  put_u64(out + 8, a->max_msg_size);
+  loom_put_u64(out + 8, a->max_msg_size);
   memcpy(out + 16, a->prov, plen);
   memcpy(out + 16 + OFI_PROV_NAME_BYTES, a->name, a->name_len);
   return 0;
@@ -82,7 +73,7 @@ int ofi_addr_decode(const uint8_t in[OFI_ADDR_BYTES], struct ofi_addr *a) {
   if (name_len == 0 || name_len > OFI_EP_NAME_MAX)
     return -1;
   a->name_len = name_len;
-  a->max_msg_size = get_u64(in + 8);
+  a->max_msg_size = loom_get_u64(in + 8);
   memcpy(a->prov, in + 16, OFI_PROV_NAME_BYTES - 1);
   memcpy(a->name, in + 16 + OFI_PROV_NAME_BYTES, name_len);
   return 0;

@@ -4,9 +4,9 @@
  * hello) and the vtable.
  */
 #include "tcp.h"
-#include "bootstrap/auth.h"
-#include "bootstrap/socket.h"
-#include "bootstrap/wire.h"
+#include "net/auth.h"
+#include "net/socket.h"
+#include "net/bytes.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/timeutil.h"
@@ -18,7 +18,7 @@
 
 #define TCP_ADDR_BYTES 20
 /* rank, socket index, sockets per peer: sent inside the proof of the
- * communicator's secret (bootstrap/auth.h) */
+ * communicator's secret (net/auth.h) */
 #define TCP_HELLO_BYTES 12
 #define TCP_AUTH_LABEL "loom/tcp"
 /* How long a connecting socket may take to answer the challenge. */
@@ -171,7 +171,7 @@ static loomResult_t connect_up(struct tcp_ctx *ctx, struct tcp_conn *c, const vo
 }
 
 /* The lower rank of each pair connects, the higher accepts, each socket
- * proving the secret both ways (bootstrap/auth.h).  A rank first connects
+ * proving the secret both ways (net/auth.h).  A rank first connects
  * upward, then accepts: the waits all point to higher ranks, and the
  * highest only accepts, so they end from the top down.  Each connecting
  * rank has one socket in its handshake at a time, so a socket accepted is

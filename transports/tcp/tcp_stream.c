@@ -4,7 +4,7 @@
  * with non-blocking writev/readv.
  */
 #include "tcp.h"
-#include "bootstrap/wire.h"
+#include "net/bytes.h"
 #include "common/msg_check.h"
 #include "core/error.h"
 
@@ -27,22 +27,13 @@ int tcp_split(size_t len, int nsocks, size_t *part_len) {
 
 static struct tcp_part *queue_front(struct loom_fifo *q) { return loom_fifo_at(q, 0); }
 
-static void put_u64(uint8_t *p, uint64_t v) {
-  loom_put_u32(p, (uint32_t)(v >> 32));
-  loom_put_u32(p + 4, (uint32_t)v);
-}
-
-static uint64_t get_u64(const uint8_t *p) {
-  return (uint64_t)loom_get_u32(p) << 32 | loom_get_u32(p + 4);
-}
-
 /* Header: magic, part length, message length (64 bits), fingerprint. */
 static void encode_hdr(uint8_t *h, size_t part_len, const struct loom_xfer *x) {
   loom_put_u32(h, TCP_PART_MAGIC);
   loom_put_u32(h + 4, (uint32_t)part_len);
-  put_u64(h + 8, (uint64_t)x->len);
-  put_u64(h + 16, x->fp[0]);
-  put_u64(h + 24, x->fp[1]);
+  loom_put_u64(h + 8, (uint64_t)x->len);
+  loom_put_u64(h + 16, x->fp[0]);
+  loom_put_u64(h + 24, x->fp[1]);
 }
 
 loomResult_t tcp_post(struct tcp_conn *c, struct loom_xfer *x, int is_send) {
@@ -123,8 +114,8 @@ static loomResult_t check_hdr(struct tcp_conn *c, const struct tcp_part *p) {
   if (loom_get_u32(p->hdr) != TCP_PART_MAGIC)
     return fail_conn(c, loomRemoteError, "corrupt stream (bad part header)", 0);
   struct loom_xfer *x = p->xfer;
-  loomResult_t res = loom_msg_check(x, get_u64(p->hdr + 16), get_u64(p->hdr + 24),
-                                    get_u64(p->hdr + 8), c->ctx->rank, c->peer,
+  loomResult_t res = loom_msg_check(x, loom_get_u64(p->hdr + 16), loom_get_u64(p->hdr + 24),
+                                    loom_get_u64(p->hdr + 8), c->ctx->rank, c->peer,
                                     c->failed == loomSuccess);
   if (res != loomSuccess) {
     if (c->failed == loomSuccess)

@@ -3,7 +3,7 @@
  * port range, and deadline-bounded connect/accept/send/recv.
  */
 
-#include "bootstrap/socket.h"
+#include "net/socket.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "core/timeutil.h"
@@ -439,4 +439,35 @@ loomResult_t loom_socket_recv_all(int fd, void *buf, size_t len,
                       what, strerror(errno));
   }
   return loomSuccess;
+}
+
+void loom_sockaddr_encode(const union loom_sockaddr *a, uint8_t out[20]) {
+  memset(out, 0, 20);
+  int family = a->sa.sa_family;
+  out[0] = family == AF_INET6 ? 6 : 4;
+  int port = loom_sockaddr_port(a);
+  out[2] = (uint8_t)(port >> 8);
+  out[3] = (uint8_t)port;
+  if (family == AF_INET6)
+    memcpy(out + 4, &a->sin6.sin6_addr, 16);
+  else
+    memcpy(out + 4, &a->sin.sin_addr, 4);
+}
+
+int loom_sockaddr_decode(const uint8_t in[20], union loom_sockaddr *a) {
+  memset(a, 0, sizeof *a);
+  int port = in[2] << 8 | in[3];
+  if (in[0] == 4) {
+    a->sin.sin_family = AF_INET;
+    memcpy(&a->sin.sin_addr, in + 4, 4);
+  } else if (in[0] == 6) {
+    a->sin6.sin6_family = AF_INET6;
+    memcpy(&a->sin6.sin6_addr, in + 4, 16);
+  } else {
+    return -1;
+  }
+  if (in[1] != 0)
+    return -1;
+  loom_sockaddr_set_port(a, port);
+  return 0;
 }

@@ -8,15 +8,16 @@
  * side, so that no proof can be replayed on another connection, for
  * another purpose, or reflected back.  docs/security.md has the model.
  */
-#ifndef LOOM_BOOTSTRAP_AUTH_H
-#define LOOM_BOOTSTRAP_AUTH_H
+#ifndef LOOM_NET_AUTH_H
+#define LOOM_NET_AUTH_H
 
-#include "bootstrap/wire.h"
 #include "loom.h"
 
 #include <stddef.h>
 #include <stdint.h>
 
+/* The job's secret: every connection proves it, none sends it. */
+#define LOOM_SECRET_BYTES 16
 #define LOOM_AUTH_NONCE_BYTES 16
 #define LOOM_AUTH_TAG_BYTES 32
 #define LOOM_AUTH_MAGIC 0x4c4d4132u /* "LMA2": a Loom challenge */
@@ -86,5 +87,8 @@ int loom_auth_accept(int fd, const uint8_t secret[LOOM_SECRET_BYTES], const char
 /* Copies peer-supplied text for logging: printable ASCII kept, anything
  * else (control characters, escape sequences, bytes >= 0x7f) becomes '?'. */
 void loom_sanitize_text(char *dst, size_t cap, const char *src, size_t len);
+
+/* Constant-time comparison of two secrets (1 when equal). */
+int loom_secret_equal(const uint8_t *a, const uint8_t *b);
 
 #endif

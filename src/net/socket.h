@@ -3,8 +3,8 @@
  * transport: addresses, interface choice (LOOM_SOCKET_IFNAME), listening in
  * LOOM_PORT_RANGE, and sends/receives that end at a deadline.
  */
-#ifndef LOOM_BOOTSTRAP_SOCKET_H
-#define LOOM_BOOTSTRAP_SOCKET_H
+#ifndef LOOM_NET_SOCKET_H
+#define LOOM_NET_SOCKET_H
 
 #include "loom.h"
 
@@ -77,5 +77,12 @@ void loom_socket_watch_abort(const atomic_int *flag);
 int loom_socket_aborted(void);
 /* The poll timeout to use for left_ms: a short slice while watching. */
 int loom_socket_poll_slice(int left_ms);
+
+/* Socket addresses in 20 bytes, for the bootstrap's tables and the
+ * transports' address blobs: family(1: 4 or 6) zero(1) port(2, big-endian)
+ * address(16).  decode: -1 when in is not such an address. */
+#define LOOM_SOCKADDR_BYTES 20
+void loom_sockaddr_encode(const union loom_sockaddr *a, uint8_t out[LOOM_SOCKADDR_BYTES]);
+int loom_sockaddr_decode(const uint8_t in[LOOM_SOCKADDR_BYTES], union loom_sockaddr *a);
 
 #endif

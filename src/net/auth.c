@@ -1,7 +1,9 @@
 /*
  * auth.c — challenge and response over a job's secret (auth.h).
  */
-#include "bootstrap/auth.h"
+#include "net/auth.h"
+#include "net/bytes.h"
+#include "net/socket.h"
 #include "core/error.h"
 #include "core/hmac.h"
 
@@ -164,4 +166,11 @@ void loom_sanitize_text(char *dst, size_t cap, const char *src, size_t len) {
     dst[i] = c >= 0x20 && c < 0x7f ? (char)c : '?';
   }
   dst[n] = '\0';
+}
+
+int loom_secret_equal(const uint8_t *a, const uint8_t *b) {
+  uint8_t diff = 0;
+  for (int i = 0; i < LOOM_SECRET_BYTES; i++)
+    diff |= (uint8_t)(a[i] ^ b[i]);
+  return diff == 0;
 }

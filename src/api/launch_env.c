@@ -64,9 +64,10 @@ static loomResult_t from_loomrun(loomLaunchInfo_t *info) {
   static const struct {
     loom_param_id id;
     const char *name, *expected;
-  } vars[3] = {{LOOM_PARAM_RANK, "LOOM_RANK", "an integer >= 0"},
-               {LOOM_PARAM_NRANKS, "LOOM_NRANKS", "an integer >= 1"},
-               {LOOM_PARAM_LOCAL_RANK, "LOOM_LOCAL_RANK", "an integer >= 0"}};
+  } vars[3] = {
+      {.id = LOOM_PARAM_RANK, .name = "LOOM_RANK", .expected = "an integer >= 0"},
+      {.id = LOOM_PARAM_NRANKS, .name = "LOOM_NRANKS", .expected = "an integer >= 1"},
+      {.id = LOOM_PARAM_LOCAL_RANK, .name = "LOOM_LOCAL_RANK", .expected = "an integer >= 0"}};
   int value[3] = {0, 0, -1};
   for (int i = 0; i < 3; i++) {
     if (!loom_param_is_set(vars[i].id)) {

@@ -28,9 +28,9 @@ static const struct {
   const char *name;
   int bit;
 } subsys_names[] = {
-    {"INIT", LOOM_LOG_INIT}, {"BOOTSTRAP", LOOM_LOG_BOOTSTRAP},
-    {"NET", LOOM_LOG_NET},   {"COLL", LOOM_LOG_COLL},
-    {"ENV", LOOM_LOG_ENV},   {"ALL", LOOM_LOG_ALL},
+    {.name = "INIT", .bit = LOOM_LOG_INIT}, {.name = "BOOTSTRAP", .bit = LOOM_LOG_BOOTSTRAP},
+    {.name = "NET", .bit = LOOM_LOG_NET},   {.name = "COLL", .bit = LOOM_LOG_COLL},
+    {.name = "ENV", .bit = LOOM_LOG_ENV},   {.name = "ALL", .bit = LOOM_LOG_ALL},
 };
 
 int loom_log_parse_subsys(const char *text) {

@@ -26,6 +26,14 @@ socklen_t loom_sockaddr_len(const union loom_sockaddr *addr) {
                                         : sizeof(struct sockaddr_in);
 }
 
+int loom_sockaddr_copy(union loom_sockaddr *out, const struct sockaddr *in) {
+  memset(out, 0, sizeof *out);
+  if (in == NULL || (in->sa_family != AF_INET && in->sa_family != AF_INET6))
+    return -1;
+  memcpy(out, in, in->sa_family == AF_INET6 ? sizeof out->sin6 : sizeof out->sin);
+  return 0;
+}
+
 int loom_sockaddr_port(const union loom_sockaddr *addr) {
   return addr->sa.sa_family == AF_INET6 ? ntohs(addr->sin6.sin6_port)
                                         : ntohs(addr->sin.sin_port);

@@ -25,6 +25,10 @@ union loom_sockaddr {
 socklen_t loom_sockaddr_len(const union loom_sockaddr *addr);
 int loom_sockaddr_port(const union loom_sockaddr *addr);
 void loom_sockaddr_set_port(union loom_sockaddr *addr, int port);
+/* Copies an AF_INET or AF_INET6 address, reading only as many bytes as its
+ * family has (a caller's struct sockaddr_in is shorter than the union);
+ * the rest of *out is zeroed.  -1 (and *out zeroed) for another family. */
+int loom_sockaddr_copy(union loom_sockaddr *out, const struct sockaddr *in);
 int loom_sockaddr_is_loopback(const union loom_sockaddr *addr);
 /* "1.2.3.4:5" or "[::1]:5". */
 void loom_sockaddr_str(const union loom_sockaddr *addr, char *buf, size_t len);

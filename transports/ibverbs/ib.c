@@ -67,12 +67,8 @@ static loomResult_t ib_init(const struct loom_transport_comm *info, void **out, 
                      "rdma_create_event_channel failed (is the rdma_ucm module loaded?)",
                      strerror(errno));
   union loom_sockaddr preferred;
-  memset(&preferred, 0, sizeof preferred);
-  const struct sockaddr *local = info->local_sockaddr;
-  if (local != NULL)
-    memcpy(&preferred, local,
-           local->sa_family == AF_INET6 ? sizeof preferred.sin6 : sizeof preferred.sin);
-  if (ib_choose(ctx->cm, local != NULL ? &preferred : NULL, &ctx->dev, why, sizeof why) != 0)
+  int have_local = loom_sockaddr_copy(&preferred, info->local_sockaddr) == 0;
+  if (ib_choose(ctx->cm, have_local ? &preferred : NULL, &ctx->dev, why, sizeof why) != 0)
     return init_fail(ctx, loomSystemError, "no usable RDMA port", why);
   ctx->listen_id = ctx->dev.id;
   ctx->verbs = ctx->listen_id->verbs;

@@ -42,7 +42,14 @@ static loomResult_t tcp_init(const struct loom_transport_comm *info, void **out,
   ctx->nsocks = (int)loom_param_int(LOOM_PARAM_SOCKET_NSOCKS);
   ctx->comm_name = info->comm_name;
   memcpy(ctx->secret, info->secret, LOOM_SECRET_BYTES);
-  union loom_sockaddr local = *(const union loom_sockaddr *)info->local_sockaddr, bound;
+  union loom_sockaddr local, bound;
+  if (loom_sockaddr_copy(&local, info->local_sockaddr) != 0) {
+    free(ctx->conns);
+    free(ctx->open);
+    free(ctx);
+    return loom_error(loomInvalidArgument, LOOM_LOG_NET,
+                      "tcp: the local address is not an IPv4 or IPv6 address");
+  }
   loom_sockaddr_set_port(&local, 0);
   loomResult_t res = loom_socket_listen(&local, &ctx->listen_fd, &bound);
   if (res != loomSuccess) {

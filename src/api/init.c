@@ -110,6 +110,16 @@ static const char *transport_name(const struct loom_engine *e) {
   return e->tp->ctx_name != NULL ? e->tp->ctx_name(e->tp_ctx) : e->tp->name;
 }
 
+/* The transport's report on the connection to `peer` (-1: none, left 0). */
+static void read_link(const struct loom_engine *e, int peer, struct loom_cost_link *out) {
+  struct loom_net_properties p = {0};
+  if (peer >= 0)
+    e->tp->properties(e->tp_ctx, peer, &p);
+  *out = (struct loom_cost_link){.latency_us = p.latency_us,
+                                 .bandwidth_gbps = p.bandwidth_gbps,
+                                 .msg_overhead_us = p.msg_overhead_us};
+}
+
 /* What the transport reports of one peer inside this node and one outside
  * (where there are such peers), for the tuner's cost model. */
 static void read_links(loomComm_t comm, const int *local, int nlocal) {
@@ -126,21 +136,8 @@ static void read_links(loomComm_t comm, const int *local, int nlocal) {
     if (i == nlocal || local[i] != r)
       inter = r;
   }
-  struct loom_net_properties p;
-  if (intra >= 0) {
-    p = (struct loom_net_properties){0};
-    e->tp->properties(e->tp_ctx, intra, &p);
-    comm->links.intra = (struct loom_cost_link){.latency_us = p.latency_us,
-                                                .bandwidth_gbps = p.bandwidth_gbps,
-                                                .msg_overhead_us = p.msg_overhead_us};
-  }
-  if (inter >= 0) {
-    p = (struct loom_net_properties){0};
-    e->tp->properties(e->tp_ctx, inter, &p);
-    comm->links.inter = (struct loom_cost_link){.latency_us = p.latency_us,
-                                                .bandwidth_gbps = p.bandwidth_gbps,
-                                                .msg_overhead_us = p.msg_overhead_us};
-  }
+  read_link(e, intra, &comm->links.intra);
+  read_link(e, inter, &comm->links.inter);
 }
 
 /* Opens a connection to every other rank: point-to-point calls and
@@ -177,8 +174,8 @@ static loomResult_t connect_transport(loomComm_t comm) {
     return loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
   }
   loomResult_t res;
-  LOOM_CHECK_GOTO(comm->engine.tp->init(&info, &comm->engine.tp_ctx, addrs + (size_t)comm->rank * ab), res,
-                  out);
+  struct loom_engine *e = &comm->engine;
+  LOOM_CHECK_GOTO(e->tp->init(&info, &e->tp_ctx, addrs + (size_t)comm->rank * ab), res, out);
   LOOM_CHECK_GOTO(loom_bootstrap_allgather(comm->bs, addrs, ab), res, out);
   int npeers = 0;
   peers = malloc(sizeof(int) * (size_t)comm->nranks);
@@ -190,10 +187,9 @@ static loomResult_t connect_transport(loomComm_t comm) {
   for (int i = 1; i < comm->nranks; i++)
     peers[npeers++] = (comm->rank + i) % comm->nranks;
   uint64_t deadline = loom_deadline_ms(loom_param_int(LOOM_PARAM_BOOTSTRAP_TIMEOUT) * 1000);
-  LOOM_CHECK_GOTO(comm->engine.tp->connect(comm->engine.tp_ctx, npeers, peers, addrs, deadline, conns), res,
-                  out);
+  LOOM_CHECK_GOTO(e->tp->connect(e->tp_ctx, npeers, peers, addrs, deadline, conns), res, out);
   for (int i = 0; i < npeers; i++)
-    comm->engine.conns[peers[i]] = conns[i];
+    e->conns[peers[i]] = conns[i];
   read_links(comm, local, nlocal);
 out:
   free(addrs);

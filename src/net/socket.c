@@ -30,7 +30,8 @@ int loom_sockaddr_copy(union loom_sockaddr *out, const struct sockaddr *in) {
   memset(out, 0, sizeof *out);
   if (in == NULL || (in->sa_family != AF_INET && in->sa_family != AF_INET6))
     return -1;
-  memcpy(out, in, in->sa_family == AF_INET6 ? sizeof out->sin6 : sizeof out->sin);
+  out->sa.sa_family = in->sa_family;
+  memcpy(out, in, loom_sockaddr_len(out));
   return 0;
 }
 

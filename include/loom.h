@@ -90,6 +90,13 @@ typedef struct loomComm *loomComm_t;
 typedef struct loomStream *loomStream_t;
 typedef struct loomEvent *loomEvent_t;
 
+/* Where memory lives and streams run (docs/devices.md).  loomDeviceSim is a
+ * simulated accelerator, always built: its memory cannot be touched by host
+ * code (a stray access faults) and its streams run work asynchronously on
+ * their own threads.  loomDeviceCuda needs the CUDA module
+ * (libloom-dev-cuda.so) and a GPU. */
+typedef enum { loomDeviceHost = 0, loomDeviceSim = 1, loomDeviceCuda = 2 } loomDevice_t;
+
 /* loomCommSplit: ranks passing this color get no new communicator. */
 #define LOOM_SPLIT_NOCOLOR (-1)
 
@@ -379,6 +386,37 @@ LOOM_API loomResult_t loomStreamWaitEvent(loomStream_t stream,
  * recorded by loomGroupStart: launch it after loomGroupEnd. */
 LOOM_API loomResult_t loomLaunchHostFunc(loomStream_t stream,
                                          void (*fn)(void *), void *arg);
+
+/* ---- Device memory and device streams (docs/devices.md) -------------------
+ *
+ * Every collective and send/recv accepts device buffers.  On a stream of
+ * that device the call is queued and returns at once, ordered with the
+ * stream's other work (copies, events, host functions, and for a stream
+ * made from a native one, whatever else is queued there).  With
+ * stream == NULL it runs to completion.  Buffers of one device with a
+ * stream of another (or a host stream), a span past the end of an
+ * allocation, or buffers of two devices in one call: loomInvalidArgument. */
+
+/* Device memory (loomDeviceHost: pinned host memory). */
+LOOM_API loomResult_t loomMemAlloc(void **ptr, size_t bytes, loomDevice_t device);
+/* Frees what loomMemAlloc returned; anything else: loomInvalidArgument. */
+LOOM_API loomResult_t loomMemFree(void *ptr);
+/* The device owning ptr; memory no device claims (malloc'd) is
+ * loomDeviceHost. */
+LOOM_API loomResult_t loomPointerGetDevice(const void *ptr, loomDevice_t *device);
+/* A stream whose work runs on `device` (loomDeviceHost: loomStreamCreate). */
+LOOM_API loomResult_t loomStreamCreateOnDevice(loomStream_t *stream, loomDevice_t device);
+/* A stream over the backend's own (e.g. a cudaStream_t): Loom queues its
+ * work there, ordered with the caller's; loomStreamDestroy leaves the
+ * native stream alive. */
+LOOM_API loomResult_t loomStreamCreateFromNative(loomStream_t *stream, loomDevice_t device,
+                                                 void *native);
+/* The device a stream runs on. */
+LOOM_API loomResult_t loomStreamGetDevice(loomStream_t stream, loomDevice_t *device);
+/* Copies bytes from src to dst, the direction taken from the pointers.
+ * Queued on `stream` (returns at once); stream == NULL: done on return. */
+LOOM_API loomResult_t loomMemcpyAsync(void *dst, const void *src, size_t bytes,
+                                      loomStream_t stream);
 
 LOOM_API loomResult_t loomEventCreate(loomEvent_t *event);
 /* Marks the point in `stream` reached by work queued so far (NULL stream:

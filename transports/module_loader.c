@@ -11,6 +11,7 @@
 #include "core/config.h"
 #include "core/error.h"
 #include "topo/topo.h"
+#include "device/device.h"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -33,18 +34,27 @@
 #else
 #define MODULE_IB_BUILT 0
 #endif
+#ifdef LOOM_HAVE_CUDA
+#define MODULE_CUDA_BUILT 1
+#else
+#define MODULE_CUDA_BUILT 0
+#endif
 
 static const struct loom_module_info modules[] = {
     {.name = "ofi", .file = "libloom-net-ofi.so", .library = "libfabric",
-     .install = "libfabric1 (Debian, Ubuntu) or libfabric (RPM)", .built = MODULE_OFI_BUILT},
+     .install = "libfabric1 (Debian, Ubuntu) or libfabric (RPM)", .built = MODULE_OFI_BUILT,
+     .symbol = LOOM_MODULE_SYMBOL},
     {.name = "ib", .file = "libloom-net-ib.so", .library = "libibverbs and librdmacm",
      .install = "libibverbs1, librdmacm1 and ibverbs-providers (Debian, Ubuntu) or "
                 "rdma-core (RPM)",
-     .built = MODULE_IB_BUILT},
+     .built = MODULE_IB_BUILT, .symbol = LOOM_MODULE_SYMBOL},
+    {.name = "cuda", .file = "libloom-dev-cuda.so", .library = "the CUDA runtime (libcudart)",
+     .install = "the NVIDIA driver and the CUDA runtime (cuda-cudart)",
+     .built = MODULE_CUDA_BUILT, .symbol = LOOM_DEVICE_MODULE_SYMBOL, .device = 1},
 };
 #define NMODULES ((int)(sizeof modules / sizeof modules[0]))
 
-static const struct loom_transport_module *loaded[NMODULES];
+static const void *loaded[NMODULES]; /* the module's exported struct */
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 
 const struct loom_module_info *loom_module_at(int i) {
@@ -105,14 +115,23 @@ static void *open_file(const struct loom_module_info *m, const char *path, char 
   return NULL;
 }
 
+/* What every module's exported struct starts with (common/module.h,
+ * device/device.h). */
+struct module_header {
+  int abi;
+  const char *version;
+  int param_count;
+  const char *name;
+};
+
 /* 0 when the module comes from this very build of Loom.  abi, version and
  * param_count lead the struct in every ABI, so they are safe to read from
  * a module of any build. */
-static int check_module(const struct loom_module_info *info, const char *path,
-                        const struct loom_transport_module *m, char *err, size_t errlen) {
+static int check_header(const struct loom_module_info *info, const char *path,
+                        const struct module_header *m, char *err, size_t errlen) {
   if (m == NULL) {
-    snprintf(err, errlen, "cannot load %s: %s exports no %s: not a Loom transport module",
-             info->file, path, LOOM_MODULE_SYMBOL);
+    snprintf(err, errlen, "cannot load %s: %s exports no %s: not a Loom module", info->file,
+             path, info->symbol);
     return -1;
   }
   if (m->abi != LOOM_MODULE_ABI || m->version == NULL ||
@@ -125,8 +144,7 @@ static int check_module(const struct loom_module_info *info, const char *path,
              PACKAGE_VERSION, LOOM_MODULE_ABI, LOOM_PARAM_COUNT);
     return -1;
   }
-  if (m->name == NULL || strcmp(m->name, info->name) != 0 || m->bind == NULL ||
-      m->transport == NULL || m->available == NULL) {
+  if (m->name == NULL || strcmp(m->name, info->name) != 0) {
     snprintf(err, errlen, "cannot load %s: %s is not Loom's %s module", info->file, path,
              info->name);
     return -1;
@@ -134,8 +152,29 @@ static int check_module(const struct loom_module_info *info, const char *path,
   return 0;
 }
 
-static const struct loom_transport_module *load(const struct loom_module_info *info,
-                                                char *err, size_t errlen) {
+/* The kind-specific fields a module must fill; binds it when they are. */
+static int check_and_bind(const struct loom_module_info *info, const char *path,
+                          const void *sym, char *err, size_t errlen) {
+  int ok;
+  if (info->device) {
+    const struct loom_device_module *d = sym;
+    ok = d->bind != NULL && d->ops != NULL && d->available != NULL &&
+         d->ops->struct_size >= sizeof(struct loom_device_ops);
+    if (ok)
+      d->bind(&loom_module_host_table);
+  } else {
+    const struct loom_transport_module *t = sym;
+    ok = t->bind != NULL && t->transport != NULL && t->available != NULL;
+    if (ok)
+      t->bind(&loom_module_host_table);
+  }
+  if (!ok)
+    snprintf(err, errlen, "cannot load %s: %s is not Loom's %s module", info->file, path,
+             info->name);
+  return ok ? 0 : -1;
+}
+
+static const void *load(const struct loom_module_info *info, char *err, size_t errlen) {
   char path[PATH_MAX];
   const char *source;
   const char *dirs = loom_module_search_path(&source);
@@ -148,28 +187,43 @@ static const struct loom_transport_module *load(const struct loom_module_info *i
   void *h = open_file(info, path, err, errlen);
   if (h == NULL)
     return NULL;
-  const struct loom_transport_module *m = dlsym(h, LOOM_MODULE_SYMBOL);
-  if (check_module(info, path, m, err, errlen) != 0)
+  const void *sym = dlsym(h, info->symbol);
+  if (check_header(info, path, sym, err, errlen) != 0 ||
+      check_and_bind(info, path, sym, err, errlen) != 0)
     return NULL; /* left mapped: unloading libfabric is not worth the risk */
-  m->bind(&loom_module_host_table);
-  LOOM_INFO(LOOM_LOG_NET | LOOM_LOG_INIT, "loaded transport module %s (%s, Loom %s)", path,
-            m->name, m->version);
-  return m;
+  LOOM_INFO(LOOM_LOG_NET | LOOM_LOG_INIT, "loaded module %s (%s, Loom %s)", path, info->name,
+            PACKAGE_VERSION);
+  return sym;
 }
 
-int loom_module_get(const char *name, const struct loom_transport_module **out, char *err,
-                    size_t errlen) {
+/* The module's exported struct, loaded once per process. */
+static const void *get(const char *name, int device, char *err, size_t errlen) {
   const struct loom_module_info *info = loom_module_find(name);
-  if (info == NULL || !info->built) {
+  if (info == NULL || !info->built || info->device != device) {
     snprintf(err, errlen, "this Loom was built without the %s module", name ? name : "?");
-    return -1;
+    return NULL;
   }
   int i = (int)(info - modules);
   pthread_mutex_lock(&load_lock);
   if (loaded[i] == NULL)
     loaded[i] = load(info, err, errlen);
-  const struct loom_transport_module *m = loaded[i];
+  const void *m = loaded[i];
   pthread_mutex_unlock(&load_lock);
+  return m;
+}
+
+int loom_module_get(const char *name, const struct loom_transport_module **out, char *err,
+                    size_t errlen) {
+  const struct loom_transport_module *m = get(name, 0, err, errlen);
+  if (m == NULL)
+    return -1;
+  *out = m;
+  return 0;
+}
+
+int loom_module_get_device(const char *name, const struct loom_device_module **out, char *err,
+                           size_t errlen) {
+  const struct loom_device_module *m = get(name, 1, err, errlen);
   if (m == NULL)
     return -1;
   *out = m;

@@ -1,6 +1,7 @@
 /*
- * module_loader.h — finding, loading and binding the transport modules
- * (common/module.h): libloom-net-ofi.so and libloom-net-ib.so, searched in
+ * module_loader.h — finding, loading and binding Loom's modules: the
+ * transports libloom-net-ofi.so and libloom-net-ib.so (common/module.h)
+ * and the device backend libloom-dev-cuda.so (device/device.h), searched in
  * LOOM_MODULE_PATH's directories when it is set, else in Loom's pkglibdir
  * (where make install puts them).  make check sets LOOM_MODULE_PATH to the
  * build tree's .libs.  A module is loaded on first use and stays loaded
@@ -22,6 +23,8 @@ struct loom_module_info {
   const char *library; /* what it links, for messages: "libfabric" */
   const char *install; /* the packages that provide it */
   int built;           /* configure built it (with the library found) */
+  const char *symbol;  /* what it exports */
+  int device;          /* 1: a device backend (device/device.h), 0: a transport */
 };
 
 /* The known modules, n of them; NULL past the end. */
@@ -42,6 +45,11 @@ int loom_module_locate(const struct loom_module_info *m, char *path, size_t len)
  * Sets IPATH_NO_BACKTRACE=1 and HFI_NO_BACKTRACE=1 first, unless set. */
 int loom_module_get(const char *name, const struct loom_transport_module **out, char *err,
                     size_t errlen);
+
+/* The same for a device module (libloom-dev-cuda.so). */
+struct loom_device_module;
+int loom_module_get_device(const char *name, const struct loom_device_module **out, char *err,
+                           size_t errlen);
 
 /* loom-topo: appends what the module lists (libfabric's providers, kind
  * "ofi") to hw, loading it; how many, or -1 with the reason in why. */

@@ -6,6 +6,7 @@
 #include "api/comm.h"
 #include "api/task.h"
 #include "core/error.h"
+#include "device/device.h"
 #include "device/reduce.h"
 #include "stream/stream.h"
 
@@ -91,7 +92,7 @@ static loomResult_t check_alltoallv(const struct loom_call *c, const char *fn, s
   return loomSuccess;
 }
 
-loomResult_t loom_call_check(struct loom_call *c, const char *fn) {
+static loomResult_t check_args(struct loom_call *c, const char *fn) {
   loomComm_t comm = c->comm;
   LOOM_CHECK(loom_comm_check_usable(comm, fn));
   if (c->stream != NULL)
@@ -180,4 +181,80 @@ loomResult_t loom_call_check(struct loom_call *c, const char *fn) {
     return loom_error(loomInternalError, LOOM_LOG_COLL, "%s: unknown collective %d", fn,
                       (int)c->coll);
   }
+}
+
+/* The bytes of an all-to-all-v this rank reads (send) or writes. */
+static size_t alltoallv_end(const size_t *counts, const size_t *displs, int n, size_t esize) {
+  size_t end = 0;
+  for (int j = 0; j < n; j++)
+    if (counts[j] > 0 && (displs[j] + counts[j]) * esize > end)
+      end = (displs[j] + counts[j]) * esize;
+  return end;
+}
+
+/* What this rank reads from sendbuff and writes to recvbuff (the checks
+ * above made sure these products do not overflow). */
+static void call_spans(struct loom_call *c) {
+  int n = c->comm->nranks, root = c->comm->rank == c->root;
+  size_t one = c->count * loom_datatype_size(c->datatype), all = one * (size_t)n;
+  size_t s = 0, r = 0;
+  switch (c->coll) {
+  case LOOM_COLL_ALLREDUCE: s = r = one; break;
+  case LOOM_COLL_ALLGATHER: s = one; r = all; break;
+  case LOOM_COLL_REDUCESCATTER: s = all; r = one; break;
+  case LOOM_COLL_BROADCAST: s = root ? one : 0; r = one; break;
+  case LOOM_COLL_REDUCE: s = one; r = root ? one : 0; break;
+  case LOOM_COLL_ALLTOALL: s = r = all; break;
+  case LOOM_COLL_GATHER: s = one; r = root ? all : 0; break;
+  case LOOM_COLL_SCATTER: s = root ? all : 0; r = one; break;
+  case LOOM_COLL_SENDRECV: s = c->is_send ? one : 0; r = c->is_send ? 0 : one; break;
+  case LOOM_COLL_ALLTOALLV: {
+    size_t esize = loom_datatype_size(c->datatype);
+    s = alltoallv_end(c->v, c->v + n, n, esize);
+    r = alltoallv_end(c->v + 2 * n, c->v + 3 * n, n, esize);
+    break;
+  }
+  default: break;
+  }
+  c->send_bytes = c->sendbuff != NULL ? s : 0;
+  c->recv_bytes = c->recvbuff != NULL ? r : 0;
+}
+
+static const char *device_enum(loomDevice_t d) {
+  return d == loomDeviceSim ? "loomDeviceSim" : d == loomDeviceCuda ? "loomDeviceCuda"
+                                                                    : "loomDeviceHost";
+}
+
+/* The device of the call's buffers, checked against each other, their
+ * allocations' bounds and the stream. */
+static loomResult_t check_devices(struct loom_call *c, const char *fn) {
+  const struct loom_device_ops *ops;
+  uintptr_t base;
+  size_t size;
+  loomDevice_t ds = c->send_bytes ? loom_device_of(c->sendbuff, &ops, &base, &size)
+                                  : loomDeviceHost;
+  loomDevice_t dr = c->recv_bytes ? loom_device_of(c->recvbuff, &ops, &base, &size)
+                                  : loomDeviceHost;
+  LOOM_CHECK(loom_device_check_span(c->sendbuff, c->send_bytes, "sendbuff", fn));
+  LOOM_CHECK(loom_device_check_span(c->recvbuff, c->recv_bytes, "recvbuff", fn));
+  if (ds != loomDeviceHost && dr != loomDeviceHost && ds != dr)
+    return BAD("%s: sendbuff is %s memory and recvbuff is %s memory: one call moves one "
+               "device's memory", fn, loom_device_name(ds), loom_device_name(dr));
+  c->device = ds != loomDeviceHost ? ds : dr;
+  loomDevice_t sdev = loom_stream_device(c->stream);
+  if (c->device != loomDeviceHost && c->stream != NULL && sdev != c->device)
+    return BAD("%s: the buffers are %s memory but the stream is a %s stream: queue it on a "
+               "stream of loomStreamCreateOnDevice(&s, %s), or pass stream NULL",
+               fn, loom_device_name(c->device), loom_device_name(sdev),
+               device_enum(c->device));
+  return loomSuccess;
+}
+
+loomResult_t loom_call_check(struct loom_call *c, const char *fn) {
+  LOOM_CHECK(check_args(c, fn));
+  c->device = loomDeviceHost;
+  if (!loom_device_active() || c->coll == LOOM_COLL_BARRIER)
+    return loomSuccess;
+  call_spans(c);
+  return check_devices(c, fn);
 }

@@ -8,6 +8,7 @@
 #include "api/comm.h"
 #include "api/task.h"
 #include "core/error.h"
+#include "device/stage.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -253,5 +254,12 @@ loomResult_t loom_execute_async(loomComm_t comm, loomStream_t stream, struct loo
                            .calls = calls,
                            .ncalls = ncalls};
   loom_comm_task_begin(comm);
-  return loom_stream_submit(stream, &b->task);
+  struct loom_stage st = {0};
+  loomResult_t res = loom_stage_calls(&st, calls, ncalls);
+  if (res != loomSuccess) {
+    loom_stage_free(&st);
+    batch_release(&b->task);
+    return res;
+  }
+  return loom_stream_submit_staged(stream, &b->task, &st);
 }

@@ -39,6 +39,8 @@ static inline struct loom_call make(enum loom_coll coll, const void *sendbuff, v
   c.base_op = op;
   c.premul = 0;
   c.v = NULL;
+  c.send_bytes = c.recv_bytes = 0;
+  c.device = loomDeviceHost;
   return c;
 }
 

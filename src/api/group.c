@@ -11,6 +11,7 @@
 #include "api/comm.h"
 #include "api/task.h"
 #include "core/error.h"
+#include "device/stage.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -58,7 +59,8 @@ loomResult_t loom_issue(struct loom_call *c, const char *fn) {
    * issue order and their fingerprints carry the same call numbers. */
   loom_comm_wait_tasks(c->comm);
   loom_comm_task_begin(c->comm); /* Abort waits for it to leave */
-  loomResult_t res = loom_execute(c->comm, c, 1);
+  loomResult_t res = c->device == loomDeviceHost ? loom_execute(c->comm, c, 1)
+                                                 : loom_execute_staged(c->comm, c, 1);
   loom_comm_task_end(c->comm);
   loom_call_free(c);
   return res;
@@ -99,6 +101,23 @@ static loomResult_t run_together(struct batch *bs, int nb) {
   }
   loomResult_t res = loom_execute_batches(run, nb);
   free(run);
+  return res;
+}
+
+/* run_together with the batches' device buffers staged through host
+ * memory around it. */
+static loomResult_t run_together_staged(struct batch *bs, int nb) {
+  struct loom_stage st = {0};
+  loomResult_t res = loomSuccess;
+  for (int b = 0; b < nb && res == loomSuccess; b++)
+    res = loom_stage_calls(&st, bs[b].calls, bs[b].ncalls);
+  if (res == loomSuccess && st.dev != NULL)
+    res = loom_stage_run_sync(&st, 1);
+  if (res == loomSuccess)
+    res = run_together(bs, nb);
+  if (res == loomSuccess && st.dev != NULL)
+    res = loom_stage_run_sync(&st, 0);
+  loom_stage_free(&st);
   return res;
 }
 
@@ -155,7 +174,16 @@ static loomResult_t queue_stream(struct batch *bs, int nb, loomStream_t stream) 
   g->bs = mine;
   g->task.run = shared_run;
   g->task.release = shared_release;
-  return loom_stream_submit(stream, &g->task);
+  struct loom_stage st = {0};
+  loomResult_t res = loomSuccess;
+  for (int b = 0; b < g->nb && res == loomSuccess; b++)
+    res = loom_stage_calls(&st, g->bs[b].calls, g->bs[b].ncalls);
+  if (res != loomSuccess) {
+    loom_stage_free(&st);
+    shared_release(&g->task);
+    return res;
+  }
+  return loom_stream_submit_staged(stream, &g->task, &st);
 }
 
 /* Splits the recorded calls by communicator, keeping issue order. */
@@ -251,7 +279,7 @@ loomResult_t loomGroupEnd(void) {
     bs[b].counted = 1;
   }
   if (nhost > 0) {
-    loomResult_t hres = run_together(bs, nhost);
+    loomResult_t hres = run_together_staged(bs, nhost);
     if (hres != loomSuccess && res == loomSuccess) {
       res = hres;
       error = NULL; /* run_together set the text */

@@ -4,7 +4,7 @@
  * sums scalar * x, the scalar being each rank's own.  A call resolves its
  * op when it is made, so the op may be destroyed once the call returns
  * (even while it is queued on a stream).  The premultiplied copy is made
- * with the vectorised product kernel.
+ * by device/reduce.c's loom_premul.
  */
 #include "api/comm.h"
 #include "api/task.h"
@@ -39,20 +39,6 @@ loomResult_t loom_redop_resolve(loomComm_t comm, loomRedOp_t op, loomDataType_t 
   *base = loomSum;
   *premul = 1;
   return loomSuccess;
-}
-
-void loom_premul(void *dst, const void *src, size_t count, loomDataType_t dt,
-                 const void *scalar) {
-  enum { CHUNK = 512 };
-  size_t esize = loom_datatype_size(dt);
-  _Alignas(64) unsigned char fill[CHUNK * 8];
-  size_t chunk = count < CHUNK ? count : CHUNK;
-  for (size_t i = 0; i < chunk; i++)
-    memcpy(fill + i * esize, scalar, esize);
-  for (size_t i = 0; i < count; i += CHUNK) {
-    size_t m = count - i < CHUNK ? count - i : CHUNK;
-    loom_reduce((char *)dst + i * esize, (const char *)src + i * esize, fill, m, dt, loomProd);
-  }
 }
 
 loomResult_t loomRedOpCreatePreMulSum(loomRedOp_t *op, void *scalar, loomDataType_t datatype,

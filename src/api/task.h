@@ -31,6 +31,10 @@ struct loom_call {
   int premul;               /* PreMulSum: multiply the input by scalar first */
   unsigned char scalar[8];
   size_t *v;      /* ALLTOALLV: sendcounts, sdispls, recvcounts, rdispls (4*nranks, owned) */
+  /* set by the check: the bytes this rank reads from sendbuff and writes
+   * to recvbuff, and the device holding them (loomDeviceHost when none) */
+  size_t send_bytes, recv_bytes;
+  loomDevice_t device;
 };
 
 /* Frees what a call owns (the all-to-all-v arrays). */
@@ -114,13 +118,18 @@ loomResult_t loom_bucket_pack(loomComm_t comm, const struct loom_call *calls, in
                               struct loom_call *fused, int *copied);
 void loom_bucket_unpack(loomComm_t comm, const struct loom_call *calls, int n);
 
+/* staging.c: stages the device buffers of calls[0..n) into st (host
+ * blocks, device/stage.h), pointing the calls at the blocks. */
+struct loom_stage;
+loomResult_t loom_stage_calls(struct loom_stage *st, struct loom_call *calls, int n);
+/* Runs calls (one communicator's, no stream) with their device buffers
+ * staged through host memory: loom_execute between the copies. */
+loomResult_t loom_execute_staged(loomComm_t comm, struct loom_call *calls, int ncalls);
+
 /* redop.c: resolves an op into the built-in op to run and, for a
  * PreMulSum op, its scalar (copied to scalar, *premul = 1). */
 loomResult_t loom_redop_resolve(loomComm_t comm, loomRedOp_t op, loomDataType_t datatype,
                                 loomRedOp_t *base, unsigned char scalar[8], int *premul,
                                 const char *fn);
-/* dst[i] = src[i] * scalar (one element of dt). */
-void loom_premul(void *dst, const void *src, size_t count, loomDataType_t dt,
-                 const void *scalar);
 
 #endif

@@ -325,6 +325,15 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          .max = 7,
          .help = "ibverbs queue pairs' retransmissions before a connection fails (0..7), as "
                  "NCCL_IB_RETRY_CNT"},
+    [LOOM_PARAM_SIM_DELAY_US] =
+        {.name = "LOOM_SIM_DELAY_US",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = "5",
+         .min = 0,
+         .max = 1000000,
+         .help = "the simulated device (loomDeviceSim) waits a random 0..N microseconds "
+                 "before each copy or kernel on its streams, so that work missing an "
+                 "ordering shows as wrong data in tests"},
 };
 
 struct param_value {

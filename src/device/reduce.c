@@ -572,3 +572,17 @@ void loom_scale_avg(void *buf, size_t count, loomDataType_t dt, int nranks) {
     break;
   }
 }
+
+void loom_premul(void *dst, const void *src, size_t count, loomDataType_t dt,
+                 const void *scalar) {
+  enum { CHUNK = 512 };
+  size_t esize = loom_datatype_size(dt);
+  _Alignas(64) unsigned char fill[CHUNK * 8];
+  size_t chunk = count < CHUNK ? count : CHUNK;
+  for (size_t i = 0; i < chunk; i++)
+    memcpy(fill + i * esize, scalar, esize);
+  for (size_t i = 0; i < count; i += CHUNK) {
+    size_t m = count - i < CHUNK ? count - i : CHUNK;
+    loom_reduce((char *)dst + i * esize, (const char *)src + i * esize, fill, m, dt, loomProd);
+  }
+}

@@ -47,6 +47,11 @@ void loom_reduce(void *dst, const void *a, const void *b, size_t count,
  * back.  Does nothing when nranks <= 1 or dt is invalid. */
 void loom_scale_avg(void *buf, size_t count, loomDataType_t dt, int nranks);
 
+/* dst[i] = src[i] * scalar, scalar being one element of dt (PreMulSum's
+ * premultiplied input); dst may be src. */
+void loom_premul(void *dst, const void *src, size_t count, loomDataType_t dt,
+                 const void *scalar);
+
 #ifdef __cplusplus
 }
 #endif

@@ -104,6 +104,13 @@ static void marker_release(struct loom_task *t) {
   free(m);
 }
 
+/* On a device stream the marker is a backend host function. */
+static void marker_on_device(void *arg) {
+  struct marker_task *m = arg;
+  marker_run(&m->base);
+  marker_release(&m->base);
+}
+
 /* ---- the API ----------------------------------------------------------------------- */
 
 loomResult_t loomEventCreate(loomEvent_t *event) {
@@ -142,7 +149,10 @@ loomResult_t loomEventRecord(loomEvent_t event, loomStream_t stream) {
   m->base.run = marker_run;
   m->base.release = marker_release;
   m->rec = rec;
-  loomResult_t res = loom_stream_submit(stream, &m->base);
+  loomResult_t res = stream->dev != NULL ? loom_stream_enqueue_fn(stream, marker_on_device, m)
+                                         : loom_stream_submit(stream, &m->base);
+  if (res != loomSuccess && stream->dev != NULL)
+    marker_release(&m->base);
   if (res != loomSuccess) {
     loom_event_record_put(rec); /* the marker's went with its release */
     return res;

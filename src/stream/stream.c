@@ -30,29 +30,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define LOOM_STREAM_MAGIC 0x5354524du /* "STRM" */
-#define LOOM_STREAM_ERROR_BYTES 1024
-
-struct loomStream {
-  uint32_t magic; /* first, so that a bad handle is caught by a read */
-  pthread_mutex_t lock;
-  pthread_cond_t work_cv; /* the worker: a task was queued, or stop */
-  pthread_cond_t done_cv; /* synchronisers: `completed` grew */
-  struct loom_task *head, *tail;
-  /* tasks queued / run so far; submitted and stopping are also read
-   * without the lock by a worker polling for work */
-  _Atomic uint64_t submitted;
-  uint64_t completed;
-  atomic_int stopping; /* loomStreamDestroy has begun */
-  uint64_t spin_ns;              /* how long an idle worker polls first */
-  pthread_t worker;
-  /* The first failure since the last synchronisation, and the number of
-   * the task that failed (1-based, comparable with `completed`). */
-  loomResult_t error;
-  uint64_t error_seq;
-  char error_text[LOOM_STREAM_ERROR_BYTES];
-};
-
 loomResult_t loom_stream_check(loomStream_t stream, const char *fn) {
   if (stream == NULL)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "%s: stream is NULL", fn);
@@ -195,6 +172,8 @@ loomResult_t loomStreamDestroy(loomStream_t stream) {
   /* it drains the queue first */
   loom_check_errnum(pthread_join(stream->worker, NULL), LOOM_LOG_INIT,
                     "loomStreamDestroy: joining the stream's thread");
+  if (stream->dev != NULL)
+    loom_device_stream_release(stream);
   if (stream->error != loomSuccess)
     LOOM_INFO(LOOM_LOG_INIT, "stream %p destroyed with an unsynchronised error: %s",
               (void *)stream, stream->error_text);
@@ -226,6 +205,11 @@ loomResult_t loomStreamSynchronize(loomStream_t stream) {
   pthread_mutex_unlock(&stream->lock);
   if (res != loomSuccess)
     loom_set_last_error(text); /* logged already, by the failing task */
+  if (stream->dev != NULL) {
+    loomResult_t dres = loom_device_stream_sync(stream); /* logged by the backend */
+    if (res == loomSuccess)
+      res = dres;
+  }
   return res;
 }
 
@@ -234,6 +218,8 @@ loomResult_t loomStreamQuery(loomStream_t stream) {
   pthread_mutex_lock(&stream->lock);
   int idle = stream->completed == atomic_load_explicit(&stream->submitted, memory_order_relaxed);
   pthread_mutex_unlock(&stream->lock);
+  if (idle && stream->dev != NULL)
+    return loom_device_stream_query(stream);
   return idle ? loomSuccess : loomInProgress;
 }
 
@@ -257,6 +243,12 @@ static void wait_task_release(struct loom_task *t) {
   free(w);
 }
 
+static void wait_on_device(void *arg) {
+  struct wait_task *w = arg;
+  wait_task_run(&w->base);
+  wait_task_release(&w->base);
+}
+
 loomResult_t loomStreamWaitEvent(loomStream_t stream, loomEvent_t event) {
   LOOM_CHECK(loom_stream_check(stream, "loomStreamWaitEvent"));
   LOOM_CHECK(loom_event_check(event, "loomStreamWaitEvent"));
@@ -271,6 +263,12 @@ loomResult_t loomStreamWaitEvent(loomStream_t stream, loomEvent_t event) {
   w->base.run = wait_task_run;
   w->base.release = wait_task_release;
   w->rec = rec;
+  if (stream->dev != NULL) { /* the device stream holds until the record completes */
+    loomResult_t res = loom_stream_enqueue_fn(stream, wait_on_device, w);
+    if (res != loomSuccess)
+      wait_task_release(&w->base);
+    return res;
+  }
   return loom_stream_submit(stream, &w->base);
 }
 
@@ -303,6 +301,12 @@ static loomResult_t host_func_run(struct loom_task *t) {
 
 static void host_func_release(struct loom_task *t) { free(t); }
 
+static void host_func_on_device(void *arg) {
+  struct host_func_task *h = arg;
+  host_func_run(&h->base);
+  free(h);
+}
+
 loomResult_t loomLaunchHostFunc(loomStream_t stream, void (*fn)(void *), void *arg) {
   if (fn == NULL)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomLaunchHostFunc: fn is NULL");
@@ -315,5 +319,11 @@ loomResult_t loomLaunchHostFunc(loomStream_t stream, void (*fn)(void *), void *a
   h->stream = stream;
   h->fn = fn;
   h->arg = arg;
+  if (stream->dev != NULL) {
+    loomResult_t res = loom_stream_enqueue_fn(stream, host_func_on_device, h);
+    if (res != loomSuccess)
+      free(h);
+    return res;
+  }
   return loom_stream_submit(stream, &h->base);
 }

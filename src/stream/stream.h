@@ -1,7 +1,8 @@
 /*
- * stream.h — host streams: a worker thread per stream runs queued tasks in
+ * stream.h — streams: a worker thread per stream runs queued tasks in
  * issue order.  The collective layer wraps each call (or group) in a task;
- * events mark points in a stream's queue.
+ * events mark points in a stream's queue.  A device stream also has the
+ * backend's stream, which orders what the device sees (device_stream.c).
  */
 #ifndef LOOM_STREAM_STREAM_H
 #define LOOM_STREAM_STREAM_H
@@ -24,5 +25,14 @@ loomResult_t loom_stream_check(loomStream_t stream, const char *fn);
 /* Queues `t` on `stream`, which owns it from now on (release is called
  * even when queuing fails, in which case the error is returned). */
 loomResult_t loom_stream_submit(loomStream_t stream, struct loom_task *t);
+
+struct loom_stage;
+/* The device a stream runs on (NULL: loomDeviceHost). */
+loomDevice_t loom_stream_device(loomStream_t stream);
+/* device_stream.c: queues `t` (a collective's host side) in the stream's
+ * order, with its staged device buffers copied in before and out after
+ * (device/stage.h); takes over t and the stage's contents either way. */
+loomResult_t loom_stream_submit_staged(loomStream_t stream, struct loom_task *t,
+                                       struct loom_stage *stage);
 
 #endif

@@ -8,6 +8,7 @@
  * are untouched.  Run under loomrun.
  *
  *   coll_test [-c collectives] [-s sizes] [-t types] [-o ops] [-r repeat]
+ *             [-d host|sim|cuda [-S 1]]
  *
  * collectives: comma list of allreduce, allgather, reducescatter,
  *   broadcast, reduce, alltoall, alltoallv, gather, scatter, sendrecv,
@@ -19,11 +20,15 @@
  * ops: comma list of sum, prod, max, min, avg, premulsum (an op from
  *   loomRedOpCreatePreMulSum with scalar rank + 1), or "all".
  * Roots: every rank up to 4 ranks, else 0, n-1 and n/2.
+ * -d: every buffer lives in that device's memory (loomMemAlloc; devbuf.h);
+ *   -S 1: every call is queued on a stream of that device, between an
+ *   upload and a download queued on it too, with no host sync between.
  */
 #include "core/config.h"
 #include "device/reduce.h"
 #include "loom.h"
 #include "testdata.h"
+#include "devbuf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -87,7 +92,8 @@ static void passed(enum coll c) {
 
 #define CHECK_CASE(call)                                                       \
   do {                                                                         \
-    loomResult_t r_ = (call);                                                  \
+    devbuf_before();                                                           \
+    loomResult_t r_ = devbuf_after(call);                                      \
     if (r_ != loomSuccess)                                                     \
       FAIL("%s: %s -> %s: %s", case_desc, #call, loomGetErrorString(r_),       \
            loomGetLastError(NULL));                                            \
@@ -117,6 +123,7 @@ static char *buf_new(struct buf *b, size_t bytes, const char *name) {
   b->bytes = bytes;
   b->name = name;
   memset(b->base, POISON, bytes + 2 * GUARD);
+  devbuf_add(b->base, bytes + 2 * GUARD);
   return (char *)b->base + GUARD;
 }
 
@@ -130,6 +137,7 @@ static void buf_free(struct buf *b) {
       FAIL("%s: %s: byte %zu after its end (%zu bytes) was written (0x%02x)", case_desc,
            b->name, i, b->bytes, b->base[GUARD + b->bytes + i]);
   }
+  devbuf_remove(b->base);
   free(b->base);
   b->base = NULL;
 }
@@ -237,13 +245,13 @@ static void test_allreduce(loomComm_t comm, loomDataType_t dt, int opi, loomRedO
   memcpy(send, orig, bytes);
 
   describe(C_ALLREDUCE, dt, opi, count, -1, "out of place");
-  CHECK_CASE(loomAllReduce(send, recv, count, dt, op, comm, NULL));
+  CHECK_CASE(loomAllReduce(D(send), D(recv), count, dt, op, comm, STREAM));
   check_elems("recvbuff", dt, recv, want, count, 0);
   check_elems("sendbuff", dt, send, orig, count, 0);
   passed(C_ALLREDUCE);
 
   describe(C_ALLREDUCE, dt, opi, count, -1, "in place");
-  CHECK_CASE(loomAllReduce(send, send, count, dt, op, comm, NULL));
+  CHECK_CASE(loomAllReduce(D(send), D(send), count, dt, op, comm, STREAM));
   check_elems("buffer", dt, send, want, count, 0);
   buf_free(&sb);
   buf_free(&rb);
@@ -264,13 +272,13 @@ static void test_reducescatter(loomComm_t comm, loomDataType_t dt, int opi, loom
   memcpy(send, orig, total * es);
 
   describe(C_REDUCESCATTER, dt, opi, count, -1, "out of place");
-  CHECK_CASE(loomReduceScatter(send, recv, count, dt, op, comm, NULL));
+  CHECK_CASE(loomReduceScatter(D(send), D(recv), count, dt, op, comm, STREAM));
   check_elems("recvbuff", dt, recv, want, count, 0);
   check_elems("sendbuff", dt, send, orig, total, 0);
   passed(C_REDUCESCATTER);
 
   describe(C_REDUCESCATTER, dt, opi, count, -1, "in place");
-  CHECK_CASE(loomReduceScatter(send, send + mine * es, count, dt, op, comm, NULL));
+  CHECK_CASE(loomReduceScatter(D(send), D(send + mine * es), count, dt, op, comm, STREAM));
   check_elems("sendbuff (this rank's block, the recvbuff)", dt, send + mine * es, want, count,
               mine);
   /* only recvbuff may be written: the other blocks keep their input */
@@ -302,7 +310,7 @@ static void test_reduce(loomComm_t comm, loomDataType_t dt, int opi, loomRedOp_t
     memcpy(send, orig, bytes);
     describe(C_REDUCE, dt, opi, count, root, forms[form]);
     if (form == 2) {
-      CHECK_CASE(loomReduce(send, send, count, dt, op, root, comm, NULL));
+      CHECK_CASE(loomReduce(D(send), D(send), count, dt, op, root, comm, STREAM));
       if (rank == root)
         check_elems("buffer (root)", dt, send, want, count, 0);
       else
@@ -310,7 +318,7 @@ static void test_reduce(loomComm_t comm, loomDataType_t dt, int opi, loomRedOp_t
                     orig, count, 0);
     } else {
       char *r = form == 1 && rank != root ? NULL : recv;
-      CHECK_CASE(loomReduce(send, r, count, dt, op, root, comm, NULL));
+      CHECK_CASE(loomReduce(D(send), D(r), count, dt, op, root, comm, STREAM));
       if (rank == root)
         check_elems("recvbuff (root)", dt, recv, want, count, 0);
       else
@@ -337,7 +345,7 @@ static void test_allgather(loomComm_t comm, loomDataType_t dt, size_t count) {
   fill_data(send, dt, rank, 0, count);
 
   describe(C_ALLGATHER, dt, -1, count, -1, "out of place");
-  CHECK_CASE(loomAllGather(send, recv, count, dt, comm, NULL));
+  CHECK_CASE(loomAllGather(D(send), D(recv), count, dt, comm, STREAM));
   check_elems("recvbuff", dt, recv, want, total, 0);
   check_elems("sendbuff", dt, send, want + (size_t)rank * count * es, count, 0);
   passed(C_ALLGATHER);
@@ -346,7 +354,7 @@ static void test_allgather(loomComm_t comm, loomDataType_t dt, size_t count) {
   memset(recv, POISON, total * es);
   char *mine = recv + (size_t)rank * count * es;
   memcpy(mine, send, count * es);
-  CHECK_CASE(loomAllGather(mine, recv, count, dt, comm, NULL));
+  CHECK_CASE(loomAllGather(D(mine), D(recv), count, dt, comm, STREAM));
   check_elems("recvbuff", dt, recv, want, total, 0);
   buf_free(&sb);
   buf_free(&rb);
@@ -369,11 +377,11 @@ static void test_broadcast(loomComm_t comm, loomDataType_t dt, size_t count, int
       memcpy(send, want, bytes);
     describe(C_BROADCAST, dt, -1, count, root, forms[form]);
     if (form == 2) {
-      CHECK_CASE(loomBroadcast(send, send, count, dt, root, comm, NULL));
+      CHECK_CASE(loomBroadcast(D(send), D(send), count, dt, root, comm, STREAM));
       check_elems(rank == root ? "buffer (root)" : "buffer", dt, send, want, count, 0);
     } else {
       const char *s = form == 1 && rank != root ? NULL : send;
-      CHECK_CASE(loomBroadcast(s, recv, count, dt, root, comm, NULL));
+      CHECK_CASE(loomBroadcast(D(s), D(recv), count, dt, root, comm, STREAM));
       check_elems("recvbuff", dt, recv, want, count, 0);
       if (rank == root)
         check_elems("sendbuff (root)", dt, send, want, count, 0);
@@ -405,7 +413,7 @@ static void test_gather(loomComm_t comm, loomDataType_t dt, size_t count, int ro
     if (form == 2) {
       char *mine = recv + (size_t)rank * bytes;
       memcpy(mine, mydata, bytes);
-      CHECK_CASE(loomGather(mine, recv, count, dt, root, comm, NULL));
+      CHECK_CASE(loomGather(D(mine), D(recv), count, dt, root, comm, STREAM));
       if (rank == root) {
         check_elems("recvbuff (root)", dt, recv, want, total, 0);
       } else {
@@ -417,7 +425,7 @@ static void test_gather(loomComm_t comm, loomDataType_t dt, size_t count, int ro
     } else {
       memcpy(send, mydata, bytes);
       char *r = form == 1 && rank != root ? NULL : recv;
-      CHECK_CASE(loomGather(send, r, count, dt, root, comm, NULL));
+      CHECK_CASE(loomGather(D(send), D(r), count, dt, root, comm, STREAM));
       if (rank == root)
         check_elems("recvbuff (root)", dt, recv, want, total, 0);
       else
@@ -450,7 +458,7 @@ static void test_scatter(loomComm_t comm, loomDataType_t dt, size_t count, int r
     describe(C_SCATTER, dt, -1, count, root, forms[form]);
     if (form == 2) {
       char *mine = send + (size_t)rank * bytes;
-      CHECK_CASE(loomScatter(send, mine, count, dt, root, comm, NULL));
+      CHECK_CASE(loomScatter(D(send), D(mine), count, dt, root, comm, STREAM));
       if (rank == root) {
         check_elems("sendbuff (root, recvbuff inside)", dt, send, all, total, 0);
       } else {
@@ -461,7 +469,7 @@ static void test_scatter(loomComm_t comm, loomDataType_t dt, size_t count, int r
       }
     } else {
       const char *s = form == 1 && rank != root ? NULL : send;
-      CHECK_CASE(loomScatter(s, recv, count, dt, root, comm, NULL));
+      CHECK_CASE(loomScatter(D(s), D(recv), count, dt, root, comm, STREAM));
       check_elems("recvbuff", dt, recv, want, count, 0);
       if (rank == root)
         check_elems("sendbuff (root)", dt, send, all, total, 0);
@@ -486,7 +494,7 @@ static void test_alltoall(loomComm_t comm, loomDataType_t dt, size_t count) {
   }
   memcpy(send, orig, total * es);
   describe(C_ALLTOALL, dt, -1, count, -1, "out of place");
-  CHECK_CASE(loomAllToAll(send, recv, count, dt, comm, NULL));
+  CHECK_CASE(loomAllToAll(D(send), D(recv), count, dt, comm, STREAM));
   check_elems("recvbuff", dt, recv, want, total, 0);
   check_elems("sendbuff", dt, send, orig, total, 0);
   buf_free(&sb);
@@ -541,7 +549,7 @@ static void test_alltoallv(loomComm_t comm, loomDataType_t dt, size_t count, int
   describe(C_ALLTOALLV, dt, -1, count, -1,
            pattern ? "out of place, count(i->j) = ((i+2j+1)%5)*(count+1)/2, gaps"
                    : "out of place, count(i->j) = ((i+2j)%5)*(count+1)/2, gaps");
-  CHECK_CASE(loomAllToAllv(send, sc, sd, recv, rc, rd, dt, comm, NULL));
+  CHECK_CASE(loomAllToAllv(D(send), sc, sd, D(recv), rc, rd, dt, comm, STREAM));
   for (size_t e = 0; e < recv_total; e++) {
     if (memcmp(recv + e * es, want + e * es, es) == 0)
       continue;
@@ -578,8 +586,8 @@ static void test_sendrecv_ring(loomComm_t comm, loomDataType_t dt, size_t count)
   memcpy(send, orig, bytes);
   describe(C_SENDRECV, dt, -1, count, -1, "ring in a group (send to rank+1, recv from rank-1)");
   CHECK_CASE(loomGroupStart());
-  CHECK_CASE(loomSend(send, count, dt, next, comm, NULL));
-  CHECK_CASE(loomRecv(recv, count, dt, prev, comm, NULL));
+  CHECK_CASE(loomSend(D(send), count, dt, next, comm, STREAM));
+  CHECK_CASE(loomRecv(D(recv), count, dt, prev, comm, STREAM));
   CHECK_CASE(loomGroupEnd());
   check_elems("recvbuff (from rank-1)", dt, recv, want, count, 0);
   check_elems("sendbuff", dt, send, orig, count, 0);
@@ -640,10 +648,10 @@ static void test_sendrecv_all(loomComm_t comm, loomDataType_t dt, size_t count, 
     int kind = ops[i] % 2, p = ops[i] / 2;
     if (kind == 0) {
       int m = nsent[p]++;
-      CHECK_CASE(loomSend(send[2 * p + m], len[m], dt, p, comm, NULL));
+      CHECK_CASE(loomSend(D(send[2 * p + m]), len[m], dt, p, comm, STREAM));
     } else {
       int m = nrecv[p]++;
-      CHECK_CASE(loomRecv(recv[2 * p + m], len[m], dt, p, comm, NULL));
+      CHECK_CASE(loomRecv(D(recv[2 * p + m]), len[m], dt, p, comm, STREAM));
     }
   }
   CHECK_CASE(loomGroupEnd());
@@ -690,9 +698,9 @@ static void test_barrier(loomComm_t comm, int late) {
   if (rank == late)
     usleep(20000);
   t[0] = now_ns();
-  CHECK_CASE(loomBarrier(comm, NULL));
+  CHECK_CASE(loomBarrier(comm, STREAM));
   t[1] = now_ns();
-  CHECK_CASE(loomAllGather(t, all, 2, loomInt64, comm, NULL));
+  CHECK_CASE(loomAllGather(D(t), D(all), 2, loomInt64, comm, STREAM));
   int last = 0;
   for (int r = 1; r < nranks; r++)
     if (all[2 * r] > all[2 * last])
@@ -808,7 +816,8 @@ static int roots(int *out) {
 int main(int argc, char **argv) {
   const char *colls = "all", *types = "all", *ops = "all";
   const char *sizes_text = "0,1,2,3,7,8,13,31,100,1021,4099,65537";
-  int repeat = 1;
+  int repeat = 1, use_stream = 0;
+  const char *device = NULL;
   for (int i = 1; i < argc; i += 2) {
     if (i + 1 >= argc) { fprintf(stderr, "coll_test: %s needs a value\n", argv[i]); return 2; }
     if (strcmp(argv[i], "-c") == 0) colls = argv[i + 1];
@@ -816,10 +825,14 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "-t") == 0) types = argv[i + 1];
     else if (strcmp(argv[i], "-o") == 0) ops = argv[i + 1];
     else if (strcmp(argv[i], "-r") == 0) repeat = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "-d") == 0) device = argv[i + 1];
+    else if (strcmp(argv[i], "-S") == 0) use_stream = atoi(argv[i + 1]);
     else { fprintf(stderr, "coll_test: unknown option %s\n", argv[i]); return 2; }
   }
   if (strcmp(colls, "both") == 0)
     colls = "allreduce,allgather";
+  if (device != NULL)
+    devbuf_setup(device, use_stream);
   validate("-c", colls, coll_name, C_COUNT);
   validate("-t", types, type_name, loomNumTypes);
   validate("-o", ops, op_name, NOPS);
@@ -910,6 +923,7 @@ int main(int argc, char **argv) {
     test_bitwise_agreement(comm);
   CHECK_LOOM(loomCommFinalize(comm));
   CHECK_LOOM(loomCommDestroy(comm));
+  devbuf_teardown();
   if (rank == 0) {
     char line[512];
     int len = 0;

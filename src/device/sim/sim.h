@@ -1,0 +1,74 @@
+/*
+ * sim.h — the simulated device's internals, shared by its memory
+ * (sim_mem.c), its streams (sim_stream.c) and its ops table (sim_ops.c).
+ *
+ * Device memory is an address range reserved PROT_NONE: host code that
+ * dereferences a device pointer faults at once, as it would on a GPU.
+ * Each allocation's bytes live in a memfd mapped elsewhere (the storage);
+ * only the backend translates a device address into its storage address.
+ * Streams are worker threads running copies and kernels in order, each
+ * after a random delay of up to LOOM_SIM_DELAY_US, so that a missing
+ * ordering shows as wrong data instead of passing by luck.
+ */
+#ifndef LOOM_DEVICE_SIM_SIM_H
+#define LOOM_DEVICE_SIM_SIM_H
+
+#include "loom.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---- memory (sim_mem.c) ---- */
+loomResult_t loom_sim_alloc(void **ptr, size_t bytes);
+loomResult_t loom_sim_free(void *ptr);
+/* 1 when ptr lies in the simulated device's address range. */
+int loom_sim_in_range(const void *ptr);
+/* 1 when ptr is simulated device memory; bounds of its allocation (size 0
+ * when no live allocation holds it). */
+int loom_sim_classify(const void *ptr, uintptr_t *base, size_t *size);
+/* The host address of [ptr, ptr+bytes): ptr itself for host memory, the
+ * storage for device memory; NULL (with *why set) when the span is not
+ * inside one live allocation. */
+void *loom_sim_translate(const void *ptr, size_t bytes, const char **why);
+
+/* ---- streams (sim_stream.c) ---- */
+struct loom_sim_stream;
+struct loom_sim_event;
+
+enum loom_sim_op_kind { LOOM_SIM_COPY, LOOM_SIM_REDUCE, LOOM_SIM_PREMUL, LOOM_SIM_SCALE,
+                        LOOM_SIM_HOST_FUNC, LOOM_SIM_EVENT };
+
+struct loom_sim_op {
+  enum loom_sim_op_kind kind;
+  void *dst;
+  const void *a, *b;
+  size_t count; /* bytes for a copy, elements for a kernel */
+  loomDataType_t dt;
+  loomRedOp_t op;
+  unsigned char scalar[8];
+  int nranks;
+  void (*fn)(void *);
+  void *arg;
+  struct loom_sim_event *event;
+  uint64_t event_seq;
+  struct loom_sim_op *next;
+};
+
+loomResult_t loom_sim_stream_create(void **native);
+void loom_sim_stream_destroy(void *native);
+loomResult_t loom_sim_stream_sync(void *native);
+loomResult_t loom_sim_stream_query(void *native);
+/* Queues a copy of *op (the stream owns the copy). */
+loomResult_t loom_sim_stream_push(void *native, const struct loom_sim_op *op);
+/* Runs one op now on the calling thread: loomSuccess, or an error whose
+ * text is in `text`. */
+loomResult_t loom_sim_op_run(const struct loom_sim_op *op, char *text, size_t len);
+
+loomResult_t loom_sim_event_create(void **event);
+void loom_sim_event_destroy(void *event);
+loomResult_t loom_sim_event_record(void *event, void *native);
+loomResult_t loom_sim_event_query(void *event);
+/* Called by the stream when it reaches the record numbered seq. */
+void loom_sim_event_reached(struct loom_sim_event *ev, uint64_t seq);
+
+#endif

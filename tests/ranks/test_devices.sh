@@ -1,0 +1,54 @@
+#!/bin/bash
+# Device memory and device streams on the simulated device (docs/devices.md):
+# the whole collective matrix with every buffer in simulated device memory
+# (stream NULL, and queued on a device stream between an upload and a
+# download with no host sync), on 2, 3 and 4 ranks and on 2 "nodes" x 2
+# ranks; device_test's API checks, the fault of host code touching device
+# memory, and 100 iterations of a two-stream pipeline with random delays.
+# With a GPU and the CUDA module, the same on loomDeviceCuda.
+. "$(dirname "$0")/lib.sh"
+CT="$TESTBIN/ranks/coll_test"
+DT="$TESTBIN/ranks/device_test"
+light=${LOOM_TEST_LIGHT:-0}
+sizes=0,1,7,100,4099,65537
+[ "$light" = 1 ] && sizes=0,7,4099
+
+for n in 2 3 4; do
+  run_ranks $n 300 "$CT" -d sim -s $sizes
+  expect_count "cases passed" $n "collective matrix on sim device buffers, stream NULL, $n ranks"
+done
+for n in 2 3; do
+  run_ranks $n 300 "$CT" -d sim -S 1 -s $sizes
+  expect_count "cases passed" $n "collective matrix on sim buffers queued on a sim stream, $n ranks"
+done
+run_ranks 4 300 sh -c 'LOOM_HOSTID=node$((LOOM_RANK / 2)) exec "$0" "$@"' "$CT" -d sim -S 1 -s 0,7,4099
+expect_count "cases passed" 4 "2 nodes x 2 ranks, sim buffers on a sim stream"
+# Pipelined sizes (several 512 KiB chunks) with PreMulSum and avg.
+run_ranks 3 300 "$CT" -d sim -S 1 -s 300007 -t float32,bfloat16 -o sum,avg,premulsum \
+  -c allreduce,allgather,reducescatter,broadcast
+expect_count "cases passed" 3 "sim buffers above the pipeline chunk, 3 ranks"
+
+for n in 1 2 3; do
+  run_ranks $n 300 "$DT" -i 100
+  expect_count "device_test rank .*passed (100 ordering iterations)" $n \
+    "device API errors, fault on host access, 100 two-stream iterations, $n ranks"
+done
+# No delay at all must order as well as long ones.
+LOOM_SIM_DELAY_US=0 run_ranks 2 300 "$DT" -p order -i 50
+expect_count "passed (50 ordering" 2 "ordering without simulated delay"
+LOOM_SIM_DELAY_US=300 run_ranks 2 300 "$DT" -p order,hostfn -i 10
+expect_count "passed (10 ordering" 2 "ordering with delays up to 300 us"
+check_no_leftovers coll_test
+check_no_leftovers device_test
+
+# The CUDA backend, where there is one to run.
+if "$LOOMINFO" | grep -q '^devices:.* cuda' && command -v nvidia-smi >/dev/null &&
+   nvidia-smi -L >/dev/null 2>&1; then
+  run_ranks 2 300 "$CT" -d cuda -S 1 -s $sizes
+  expect_count "cases passed" 2 "collective matrix on CUDA buffers on a CUDA stream, 2 ranks"
+  run_ranks 2 300 "$DT" -d cuda -p api,order,hostfn -i 100
+  expect_count "passed (100 ordering" 2 "CUDA streams: 100 two-stream iterations"
+else
+  echo "SKIP: CUDA device checks: no GPU here (or the CUDA module was not built)"
+fi
+finish

@@ -1,0 +1,230 @@
+/*
+ * check_device.c — unit tests of the device layer's ops tables
+ * (src/device): every backend that can run here (host, sim; cuda when a
+ * GPU and the module are there) is put through the same checks:
+ *  - its reduction, PreMulSum and average kernels give the bits the host
+ *    kernels give, for every datatype and op, queued on its stream;
+ *  - its events are seen complete without blocking, only once the work
+ *    before them is done (a host function holds the stream);
+ *  - classify gives an allocation's bounds; the sim device reports work
+ *    on freed memory as the stream's error.
+ */
+#include "loom.h"
+#include "core/config.h"
+#include "device/device.h"
+#include "device/reduce.h"
+#include "device/sim/sim.h"
+
+#include <check.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { COUNT = 1031 };
+
+/* Finite, varied elements of dt (no NaN: payloads may differ by kernel). */
+static void fill(void *buf, loomDataType_t dt, size_t count, unsigned seed) {
+  size_t es = loom_datatype_size(dt);
+  for (size_t i = 0; i < count; i++) {
+    unsigned v = (unsigned)(i * 2654435761u) ^ seed;
+    unsigned char *e = (unsigned char *)buf + i * es;
+    if (dt == loomFloat32) {
+      float f = (float)((int)(v % 2001) - 1000) / 8.0f;
+      memcpy(e, &f, 4);
+    } else if (dt == loomFloat64) {
+      double d = (double)((int)(v % 2001) - 1000) / 8.0;
+      memcpy(e, &d, 8);
+    } else if (dt == loomFloat16 || dt == loomBfloat16) {
+      uint16_t h = (uint16_t)((v % 0x7000) | ((v & 0x10000) ? 0x8000 : 0)); /* finite */
+      if (dt == loomBfloat16)
+        h = (uint16_t)(0x3c00 + (v % 0x0800)) | ((v & 1) ? 0x8000 : 0);
+      memcpy(e, &h, 2);
+    } else {
+      for (size_t b = 0; b < es; b++)
+        e[b] = (unsigned char)(v >> (8 * (b % 4)));
+    }
+  }
+}
+
+static const struct loom_device_ops *backend(loomDevice_t d) {
+  const struct loom_device_ops *ops = NULL;
+  if (loom_device_get(d, &ops, "check_device") != loomSuccess)
+    return NULL;
+  return ops->stream_create != NULL || d == loomDeviceHost ? ops : NULL;
+}
+
+/* Runs one kernel on the device: dst = a op b, premul(a), avg(a) / 3. */
+static void run_kernels(const struct loom_device_ops *ops, void *native, void *host_out[3],
+                        const void *a, const void *b, loomDataType_t dt, loomRedOp_t op) {
+  size_t bytes = COUNT * loom_datatype_size(dt);
+  void *da, *db, *dd, *dp, *ds;
+  ck_assert_int_eq(ops->mem_alloc(&da, bytes), loomSuccess);
+  ck_assert_int_eq(ops->mem_alloc(&db, bytes), loomSuccess);
+  ck_assert_int_eq(ops->mem_alloc(&dd, bytes), loomSuccess);
+  ck_assert_int_eq(ops->mem_alloc(&dp, bytes), loomSuccess);
+  ck_assert_int_eq(ops->mem_alloc(&ds, bytes), loomSuccess);
+  ck_assert_int_eq(ops->memcpy_sync(da, a, bytes), loomSuccess);
+  ck_assert_int_eq(ops->memcpy_sync(db, b, bytes), loomSuccess);
+  unsigned char scalar[8];
+  memcpy(scalar, b, loom_datatype_size(dt)); /* any element as the scalar */
+  ck_assert_int_eq(ops->reduce_async(dd, da, db, COUNT, dt, op, native), loomSuccess);
+  ck_assert_int_eq(ops->premul_async(dp, da, COUNT, dt, scalar, native), loomSuccess);
+  ck_assert_int_eq(ops->memcpy_async(ds, da, bytes, native), loomSuccess);
+  ck_assert_int_eq(ops->scale_avg_async(ds, COUNT, dt, 3, native), loomSuccess);
+  if (ops->stream_sync != NULL)
+    ck_assert_int_eq(ops->stream_sync(native), loomSuccess);
+  ck_assert_int_eq(ops->memcpy_sync(host_out[0], dd, bytes), loomSuccess);
+  ck_assert_int_eq(ops->memcpy_sync(host_out[1], dp, bytes), loomSuccess);
+  ck_assert_int_eq(ops->memcpy_sync(host_out[2], ds, bytes), loomSuccess);
+  void *all[5] = {da, db, dd, dp, ds};
+  for (int i = 0; i < 5; i++)
+    ck_assert_int_eq(ops->mem_free(all[i]), loomSuccess);
+}
+
+static void kernels_match_host(loomDevice_t d) {
+  const struct loom_device_ops *ops = backend(d);
+  if (ops == NULL)
+    return; /* cuda without a GPU */
+  void *native = NULL;
+  if (ops->stream_create != NULL)
+    ck_assert_int_eq(ops->stream_create(&native), loomSuccess);
+  unsigned char a[COUNT * 8], b[COUNT * 8], want[3][COUNT * 8], got[3][COUNT * 8];
+  for (int t = 0; t < loomNumTypes; t++)
+    for (int o = 0; o < loomNumOps; o++) {
+      loomDataType_t dt = (loomDataType_t)t;
+      size_t bytes = COUNT * loom_datatype_size(dt);
+      fill(a, dt, COUNT, 11u * (unsigned)t + 1);
+      fill(b, dt, COUNT, 7u * (unsigned)o + 5);
+      loom_reduce(want[0], a, b, COUNT, dt, (loomRedOp_t)o);
+      loom_premul(want[1], a, COUNT, dt, b);
+      memcpy(want[2], a, bytes);
+      loom_scale_avg(want[2], COUNT, dt, 3);
+      void *out[3] = {got[0], got[1], got[2]};
+      run_kernels(ops, native, out, a, b, dt, (loomRedOp_t)o);
+      for (int k = 0; k < 3; k++)
+        ck_assert_msg(memcmp(got[k], want[k], bytes) == 0, "%s: %s %s kernel %d differs",
+                      ops->name, loom_datatype_name(dt), loom_redop_name((loomRedOp_t)o), k);
+    }
+  if (native != NULL)
+    ops->stream_destroy(native);
+}
+
+START_TEST(sim_kernels_match_host) { kernels_match_host(loomDeviceSim); }
+END_TEST
+
+START_TEST(host_kernels_match_host) { kernels_match_host(loomDeviceHost); }
+END_TEST
+
+START_TEST(cuda_kernels_match_host) { kernels_match_host(loomDeviceCuda); }
+END_TEST
+
+/* ---- events ---- */
+
+static atomic_int gate;
+
+static void hold(void *arg) {
+  (void)arg;
+  for (int i = 0; i < 5000 && !atomic_load(&gate); i++) {
+    struct timespec ms = {.tv_nsec = 1000000};
+    nanosleep(&ms, NULL);
+  }
+}
+
+static void events_wait_for_work(loomDevice_t d) {
+  const struct loom_device_ops *ops = backend(d);
+  if (ops == NULL || ops->event_create == NULL)
+    return;
+  void *native, *ev;
+  ck_assert_int_eq(ops->stream_create(&native), loomSuccess);
+  ck_assert_int_eq(ops->event_create(&ev), loomSuccess);
+  ck_assert_int_eq(ops->event_query(ev), loomSuccess); /* never recorded */
+  atomic_store(&gate, 0);
+  ck_assert_int_eq(ops->host_func(native, hold, NULL), loomSuccess);
+  ck_assert_int_eq(ops->event_record(ev, native), loomSuccess);
+  for (int i = 0; i < 20; i++)
+    ck_assert_int_eq(ops->event_query(ev), loomInProgress);
+  ck_assert_int_eq(ops->stream_query(native), loomInProgress);
+  atomic_store(&gate, 1);
+  int polls = 0;
+  while (ops->event_query(ev) == loomInProgress && polls++ < 5000) {
+    struct timespec ms = {.tv_nsec = 1000000};
+    nanosleep(&ms, NULL);
+  }
+  ck_assert_int_eq(ops->event_query(ev), loomSuccess);
+  ck_assert_int_eq(ops->stream_sync(native), loomSuccess);
+  ck_assert_int_eq(ops->stream_query(native), loomSuccess);
+  ops->event_destroy(ev);
+  ops->stream_destroy(native);
+}
+
+START_TEST(sim_events_wait_for_work) { events_wait_for_work(loomDeviceSim); }
+END_TEST
+
+START_TEST(cuda_events_wait_for_work) { events_wait_for_work(loomDeviceCuda); }
+END_TEST
+
+/* ---- memory ---- */
+
+START_TEST(sim_bounds_and_errors) {
+  const struct loom_device_ops *ops = backend(loomDeviceSim);
+  void *p, *q;
+  ck_assert_int_eq(ops->mem_alloc(&p, 1000), loomSuccess);
+  ck_assert_int_eq(ops->mem_alloc(&q, 5000), loomSuccess);
+  uintptr_t base;
+  size_t size;
+  ck_assert_int_eq(ops->classify((char *)p + 999, &base, &size), 1);
+  ck_assert_ptr_eq((void *)base, p);
+  ck_assert_uint_eq(size, 1000);
+  int local;
+  ck_assert_int_eq(ops->classify(&local, &base, &size), 0);
+  ck_assert_int_eq(loom_device_check_span((char *)p + 10, 990, "x", "t"), loomSuccess);
+  ck_assert_int_eq(loom_device_check_span((char *)p + 10, 991, "x", "t"), loomInvalidArgument);
+  /* work on freed memory is the stream's error, reported once */
+  void *native;
+  char host[64];
+  ck_assert_int_eq(ops->stream_create(&native), loomSuccess);
+  ck_assert_int_eq(ops->mem_free(p), loomSuccess);
+  ck_assert_int_eq(ops->memcpy_async(host, p, sizeof host, native), loomSuccess);
+  ck_assert_int_eq(ops->stream_sync(native), loomInvalidArgument);
+  ck_assert_msg(strstr(loomGetLastError(NULL), "not in a live allocation") != NULL, "%s",
+                loomGetLastError(NULL));
+  ck_assert_int_eq(ops->stream_sync(native), loomSuccess);
+  ops->stream_destroy(native);
+  /* the freed range is reused, first fit */
+  void *r;
+  ck_assert_int_eq(ops->mem_alloc(&r, 4096), loomSuccess);
+  ck_assert_ptr_eq(r, p);
+  ck_assert_int_eq(ops->mem_free(r), loomSuccess);
+  ck_assert_int_eq(ops->mem_free(q), loomSuccess);
+  ck_assert_int_eq(ops->mem_free(q), loomInvalidArgument);
+}
+END_TEST
+
+static Suite *device_suite(void) {
+  Suite *s = suite_create("device");
+  TCase *tc = tcase_create("kernels");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, host_kernels_match_host);
+  tcase_add_test(tc, sim_kernels_match_host);
+  tcase_add_test(tc, cuda_kernels_match_host);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("streams");
+  tcase_set_timeout(tc, 30);
+  tcase_add_test(tc, sim_events_wait_for_work);
+  tcase_add_test(tc, cuda_events_wait_for_work);
+  tcase_add_test(tc, sim_bounds_and_errors);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  setenv("LOOM_DEBUG", "NONE", 1);
+  loom_config_reload();
+  SRunner *sr = srunner_create(device_suite());
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}

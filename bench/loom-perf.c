@@ -81,7 +81,8 @@ typedef struct {
   loomStream_t stream; /* -z: the calls' stream; NULL without -z */
   int rank, nranks;
   size_t tsize;
-  void *send, *recv, *expect; /* sized for max_bytes */
+  void *send, *recv, *expect; /* sized for max_bytes, host memory */
+  void *dsend, *drecv;        /* what the calls get: --device memory, else send, recv */
   int64_t sum_max;            /* input values for sum/avg stay in 0..sum_max */
   int reports;                /* mismatch lines printed by this rank */
   int same_clock;             /* every rank reads the same CLOCK_MONOTONIC */
@@ -210,8 +211,8 @@ static void prepare(bench_t *b, size_t c, unsigned seed) {
 /* One call of the collective with count c, out of place (send -> recv) or
  * in place (within recv), on b->stream. */
 static void run_coll(bench_t *b, size_t c, int in_place) {
-  const char *s = b->send;
-  char *r = b->recv;
+  const char *s = b->dsend;
+  char *r = b->drecv;
   if (in_place) {
     s = r + inplace_in_off(b, c) * b->tsize;
     r += inplace_out_off(b, c) * b->tsize;
@@ -284,8 +285,8 @@ enum { FUSE_GROUPED, FUSE_SEPARATE, FUSE_SINGLE, FUSE_WAYS };
 static const char *const fuse_names[FUSE_WAYS] = {"grouped", "separate", "single call"};
 
 static void run_fused(bench_t *b, size_t c, int how) {
-  const char *s = b->send;
-  char *r = b->recv;
+  const char *s = b->dsend;
+  char *r = b->drecv;
   size_t step = c * b->tsize;
   if (how == FUSE_SINGLE) {
     LOOMCHECK(loomAllReduce(s, r, c * (size_t)b->o.group, b->o.type, b->o.op, b->comm, NULL));
@@ -336,6 +337,18 @@ static int64_t count_wrong(bench_t *b, const void *out, size_t nelem, size_t c,
   return wrong;
 }
 
+/* --device: host data to the device buffers the calls use, and back. */
+static void to_device(bench_t *b, void *dev, const void *host, size_t bytes) {
+  if (dev != host && bytes > 0)
+    LOOMCHECK(loomMemcpyAsync(dev, host, bytes, NULL));
+}
+
+static void from_device(bench_t *b, void *host, const void *dev, size_t bytes) {
+  (void)b;
+  if (dev != host && bytes > 0)
+    LOOMCHECK(loomMemcpyAsync(host, dev, bytes, NULL));
+}
+
 enum { CHECK_OOP, CHECK_INPLACE, CHECK_PEER };
 
 /* One checked run; returns the number of wrong elements over all ranks.
@@ -351,6 +364,8 @@ static int64_t check_once(bench_t *b, size_t c, int how) {
     memcpy((char *)b->recv + inplace_in_off(b, c) * ts, b->send, ns * ts);
     out_off = inplace_out_off(b, c);
   }
+  to_device(b, b->dsend, b->send, ns * ts);
+  to_device(b, b->drecv, b->recv, span * ts);
   if (how == CHECK_PEER)
     run_peer(b, c, 1);
   else if (in_place)
@@ -358,6 +373,8 @@ static int64_t check_once(bench_t *b, size_t c, int how) {
   else
     run_batch(b, c, 0);
   complete(b);
+  if (how != CHECK_PEER)
+    from_device(b, b->recv, b->drecv, span * ts);
   /* MPI_Bcast leaves the root's receive buffer alone (its data is sent
    * from the send buffer): nothing to check there. */
   int output = has_output(b) &&
@@ -375,7 +392,10 @@ static int64_t check_once(bench_t *b, size_t c, int how) {
 static int64_t check_fused(bench_t *b, size_t c, int how) {
   size_t nelem = c * (size_t)b->o.group;
   memset(b->recv, 0x7f, nelem * b->tsize);
+  to_device(b, b->dsend, b->send, nelem * b->tsize);
+  to_device(b, b->drecv, b->recv, nelem * b->tsize);
   run_fused(b, c, how);
+  from_device(b, b->recv, b->drecv, nelem * b->tsize);
   return sum_over_ranks(b, count_wrong(b, b->recv, nelem, c, fuse_names[how]));
 }
 
@@ -622,6 +642,10 @@ static void print_header(bench_t *b, const char *hosts, const perf_launch_t *l) 
          o->blocking < 0 ? "no stream (calls run on this thread)"
          : o->blocking ? "1 (stream synchronized after every call)"
                        : "0 (stream synchronized once per -n iterations)");
+  if (o->device != loomDeviceHost)
+    printf("# buffers: %s device memory (--device)%s\n",
+           o->device == loomDeviceSim ? "sim" : "cuda",
+           o->peer_mpi ? "; the MPI peer runs on host buffers" : "");
   printf("#\n# Using ranks\n");
   for (int r = 0; r < b->nranks; r++)
     printf("#  Rank %2d %.*s\n", r, INFO - 1, hosts + (size_t)r * HOST_RECORD);
@@ -1001,7 +1025,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (o->blocking != BLOCKING_NO_STREAM)
-    LOOMCHECK(loomStreamCreate(&b.stream));
+    LOOMCHECK(loomStreamCreateOnDevice(&b.stream, o->device));
 
   b.tsize = type_info[o->type].size;
   int64_t m = type_info[o->type].exact_max / b.nranks;
@@ -1017,6 +1041,14 @@ int main(int argc, char **argv) {
   b.expect = o->check ? alloc_buf(max) : NULL;
   memset(b.send, 0, send_bytes);
   memset(b.recv, 0, max);
+  b.dsend = b.send;
+  b.drecv = b.recv;
+  if (o->device != loomDeviceHost) {
+    LOOMCHECK(loomMemAlloc(&b.dsend, send_bytes, o->device));
+    LOOMCHECK(loomMemAlloc(&b.drecv, max, o->device));
+    to_device(&b, b.dsend, b.send, send_bytes);
+    to_device(&b, b.drecv, b.recv, max);
+  }
 
   totals_t tot = {0, 0, 0};
   int status = 0;
@@ -1049,6 +1081,10 @@ int main(int argc, char **argv) {
   if (b.rank == 0 && o->plot != NULL && perf_plot(&b.res, o->plot) != 0)
     status = 1;
   perf_results_free(&b.res);
+  if (b.dsend != b.send) {
+    LOOMCHECK(loomMemFree(b.dsend));
+    LOOMCHECK(loomMemFree(b.drecv));
+  }
   free(b.send);
   free(b.recv);
   free(b.expect);

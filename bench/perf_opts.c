@@ -57,6 +57,11 @@ static void usage(FILE *f) {
           "                   and 1 a TCP stream (rank 0 -> rank 1, -n messages of each\n"
           "                   size back to back, on LOOM_SOCKET_IFNAME's interface;\n"
           "                   unset: loopback when the two share a host)\n"
+          "  --device D       host (default), sim or cuda: the send and receive buffers\n"
+          "                   live in that device's memory (loomMemAlloc) and -z queues\n"
+          "                   on a stream of it; results are checked on the device's data\n"
+          "                   (copied to the host after each checked call); --peer mpi\n"
+          "                   still runs on host buffers\n"
           "  --plot FILE.png  draw busbw against size with gnuplot (Loom out of place and\n"
           "                   in place, the peer and the ceilings when measured)\n"
           "  -G T             bucket fusion (allreduce only): each iteration issues T\n"
@@ -146,6 +151,20 @@ static int parse_long(int argc, char **argv, int *a, opts_t *o) {
   }
   if (strcmp(arg, "--ceiling") == 0) {
     o->ceiling = 1;
+    return 1;
+  }
+  if (strcmp(arg, "--device") == 0) {
+    if (*a + 1 >= argc)
+      perf_usage_error("option %s needs a value (host, sim, cuda)", arg);
+    const char *d = argv[++*a];
+    if (strcmp(d, "host") == 0)
+      o->device = loomDeviceHost;
+    else if (strcmp(d, "sim") == 0)
+      o->device = loomDeviceSim;
+    else if (strcmp(d, "cuda") == 0)
+      o->device = loomDeviceCuda;
+    else
+      perf_usage_error("unknown device '%s' (host, sim, cuda)", d);
     return 1;
   }
   return 0;

@@ -36,6 +36,7 @@ typedef struct {
   const char *plot;       /* --plot FILE.png */
   int peer_mpi;           /* --peer mpi */
   int ceiling;            /* --ceiling */
+  loomDevice_t device;    /* --device: where the send/receive buffers live */
 } opts_t;
 
 /* Parses the command line into *o; prints the usage and exits 0 on -h,

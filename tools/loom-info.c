@@ -1,13 +1,14 @@
 /*
  * loom-info — prints Loom's version, what was built in, and every LOOM_*
- * variable with its current value, default and meaning, and the transport
- * modules: which were built and where Loom looks for them (none is loaded
- * here).
+ * variable with its current value, default and meaning, the device
+ * backends built, and the modules (transports, the CUDA device backend):
+ * which were built and where Loom looks for them (none is loaded here).
  */
 #include "config.h"
 #include "core/config.h"
 #include "loom.h"
 #include "module_loader.h"
+#include "device/device.h"
 
 #include <limits.h>
 #include <stdio.h>
@@ -23,7 +24,8 @@ static void usage(FILE *out) {
 static void print_modules(void) {
   const char *source;
   const char *dirs = loom_module_search_path(&source);
-  printf("transport modules (loaded only when chosen), searched in %s (%s):\n", dirs, source);
+  printf("modules (loaded only when used: transports when chosen, a device backend at its "
+         "first use), searched in %s (%s):\n", dirs, source);
   for (int i = 0; loom_module_at(i) != NULL; i++) {
     const struct loom_module_info *m = loom_module_at(i);
     char path[PATH_MAX];
@@ -57,6 +59,7 @@ int main(int argc, char **argv) {
     printf("Loom %d.%d.%d (version code %d, header %d)\n", version / 10000,
            (version / 100) % 100, version % 100, version, LOOM_VERSION_CODE);
     printf("built in: %s\n", LOOM_FEATURES);
+    printf("devices: %s\n", loom_devices_built());
     printf("configure found: %s\n\n", LOOM_DETECTED);
     print_modules();
     printf("Environment variables (* = set in this environment):\n");

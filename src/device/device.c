@@ -7,6 +7,7 @@
  * and every pointer is host memory without a lookup: programs that never
  * allocate device memory pay one relaxed load per collective.
  */
+#include "config.h"
 #include "device/device.h"
 #include "device/sim/sim.h"
 #include "core/error.h"
@@ -139,6 +140,8 @@ loomResult_t loomMemAlloc(void **ptr, size_t bytes, loomDevice_t device) {
   *ptr = NULL;
   const struct loom_device_ops *ops;
   LOOM_CHECK(loom_device_get(device, &ops, fn));
+  if (bytes == 0)
+    return loomSuccess; /* NULL, as cudaMalloc(0) gives; loomMemFree(NULL) is fine */
   return ops->mem_alloc(ptr, bytes);
 }
 

@@ -1,11 +1,53 @@
 /*
- * stage.c — the host blocks and copy lists of a staged call (stage.h).
+ * stage.c — the host blocks and copy lists of a staged call (stage.h),
+ * and the cache of freed blocks: a block is reused for a request of at
+ * least half its size, so one size's blocks serve a sweep of sizes.
  */
 #include "device/stage.h"
 #include "core/error.h"
 #include "core/log.h"
 
+#include <pthread.h>
 #include <stdlib.h>
+
+static struct {
+  pthread_mutex_t lock;
+  struct cached {
+    const struct loom_device_ops *dev;
+    struct loom_stage_block b;
+  } v[LOOM_STAGE_CACHE_BLOCKS];
+  int n;
+  size_t bytes;
+} cache = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* A cached block of dev for `bytes`, or {NULL}. */
+static struct loom_stage_block cache_take(const struct loom_device_ops *dev, size_t bytes) {
+  struct loom_stage_block b = {0};
+  pthread_mutex_lock(&cache.lock);
+  for (int i = 0; i < cache.n; i++)
+    if (cache.v[i].dev == dev && cache.v[i].b.bytes >= bytes &&
+        cache.v[i].b.bytes / 2 <= bytes) {
+      b = cache.v[i].b;
+      cache.bytes -= b.bytes;
+      cache.v[i] = cache.v[--cache.n];
+      break;
+    }
+  pthread_mutex_unlock(&cache.lock);
+  return b;
+}
+
+/* Keeps b for reuse, or frees it when the cache is full. */
+static void cache_give(const struct loom_device_ops *dev, struct loom_stage_block b) {
+  pthread_mutex_lock(&cache.lock);
+  int kept = cache.n < LOOM_STAGE_CACHE_BLOCKS && cache.bytes + b.bytes <= LOOM_STAGE_CACHE_BYTES;
+  if (kept) {
+    cache.v[cache.n++] = (struct cached){.dev = dev, .b = b};
+    cache.bytes += b.bytes;
+  }
+  pthread_mutex_unlock(&cache.lock);
+  if (!kept)
+    dev->host_free(b.ptr);
+}
 
 static int grow(void **v, int *cap, int n, size_t elem) {
   if (n < *cap)
@@ -28,8 +70,13 @@ loomResult_t loom_stage_block(struct loom_stage *st, const struct loom_device_op
   if (!grow((void **)&st->blocks, &st->cap_blocks, st->nblocks, sizeof *st->blocks))
     return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory staging device buffers");
   st->dev = dev;
-  LOOM_CHECK(dev->host_alloc(block, bytes));
-  st->blocks[st->nblocks++] = *block;
+  struct loom_stage_block b = cache_take(dev, bytes);
+  if (b.ptr == NULL) {
+    LOOM_CHECK(dev->host_alloc(&b.ptr, bytes));
+    b.bytes = bytes;
+  }
+  st->blocks[st->nblocks++] = b;
+  *block = b.ptr;
   return loomSuccess;
 }
 
@@ -63,7 +110,7 @@ loomResult_t loom_stage_run_async(const struct loom_stage *st, int in, void *nat
 
 void loom_stage_free(struct loom_stage *st) {
   for (int i = 0; i < st->nblocks; i++)
-    st->dev->host_free(st->blocks[i]);
+    cache_give(st->dev, st->blocks[i]);
   free(st->blocks);
   free(st->in);
   free(st->out);

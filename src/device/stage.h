@@ -13,6 +13,9 @@
 
 #include <stddef.h>
 
+#define LOOM_STAGE_CACHE_BYTES (256u << 20)
+#define LOOM_STAGE_CACHE_BLOCKS 32
+
 struct loom_stage_copy {
   void *dst;
   const void *src;
@@ -23,8 +26,13 @@ struct loom_stage {
   const struct loom_device_ops *dev; /* the staged buffers' device; NULL: nothing staged */
   struct loom_stage_copy *in, *out;
   int nin, nout, cap_in, cap_out;
-  void **blocks; /* host staging, from dev->host_alloc */
+  struct loom_stage_block *blocks; /* host staging, from dev->host_alloc */
   int nblocks, cap_blocks;
+};
+
+struct loom_stage_block {
+  void *ptr;
+  size_t bytes;
 };
 
 /* A host block of `bytes` for dev's buffers, owned by the stage. */
@@ -37,7 +45,10 @@ loomResult_t loom_stage_copy(struct loom_stage *st, int in, void *dst, const voi
 loomResult_t loom_stage_run_sync(const struct loom_stage *st, int in);
 /* Queues them on a device stream (dev->memcpy_async). */
 loomResult_t loom_stage_run_async(const struct loom_stage *st, int in, void *native);
-/* Frees the blocks and lists (the stage struct itself is the caller's). */
+/* Frees the lists and gives the blocks back (the stage struct itself is
+ * the caller's).  Freed blocks are kept for reuse, up to
+ * LOOM_STAGE_CACHE_BYTES in all: allocating pinned memory for every call
+ * costs more than the call (page faults, cudaHostAlloc's milliseconds). */
 void loom_stage_free(struct loom_stage *st);
 
 #endif

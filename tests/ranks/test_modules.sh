@@ -70,10 +70,12 @@ fi
 
 # ---- loom-info lists the modules ---------------------------------------------------
 out=$("$LOOMINFO" 2>&1); rc=$?
-expect_count "^transport modules (loaded only when chosen), searched in $LOOM_MODULE_PATH (LOOM_MODULE_PATH):" 1 \
+expect_count "^modules (loaded only when used: transports when chosen, a device backend at its first use), searched in $LOOM_MODULE_PATH (LOOM_MODULE_PATH):" 1 \
   "loom-info: where modules are looked for"
 expect_count "^  ofi  libloom-net-ofi.so " 1 "loom-info: lists the ofi module"
 expect_count "^  ib   libloom-net-ib.so " 1 "loom-info: lists the ib module"
+expect_count "^  cuda libloom-dev-cuda.so " 1 "loom-info: lists the CUDA device module"
+expect_count "^devices: host sim\( cuda\)\?\$" 1 "loom-info: the device backends built"
 
 if ! built ofi; then
   echo "SKIP: the ofi module: this Loom was built without libfabric"

@@ -257,7 +257,15 @@ loomResult_t loom_stream_submit_staged(loomStream_t s, struct loom_task *t,
   if (res == loomSuccess)
     res = queue_native(w, &hold_queued);
   if (hold_queued) { /* the worker's task runs whatever happened after */
+    atomic_fetch_add(&w->refs, 1); /* w outlives a refused submit */
     loomResult_t sub = loom_stream_submit(s, &w->base);
+    if (sub != loomSuccess) { /* never to run: let the native stream go on */
+      pthread_mutex_lock(&w->lock);
+      w->done = 1;
+      pthread_cond_broadcast(&w->cv);
+      pthread_mutex_unlock(&w->lock);
+    }
+    put_work(w);
     return res != loomSuccess ? res : sub;
   }
   loom_stage_free(stage);

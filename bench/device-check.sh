@@ -1,0 +1,69 @@
+#!/bin/bash
+# device-check.sh — the one prepared run of the CUDA device backend on a
+# machine with a GPU (docs/devices.md), sized for under 8 minutes:
+#   1. builds Loom with the CUDA module in ./build-cuda (configure --with-cuda);
+#   2. check_device: the CUDA kernels against the host's, bit for bit, and
+#      CUDA events and streams;
+#   3. the collective matrix with every buffer in CUDA memory, queued on a
+#      CUDA stream, on 2 and 4 ranks sharing the one GPU; device_test's
+#      API checks and 100 two-stream iterations on 2 ranks;
+#   4. loom-perf --device cuda (all-reduce and all-gather, 2 ranks, 8 B to
+#      256 MiB) beside the GPU's own device-to-device cudaMemcpy bandwidth
+#      (bench/cuda_d2d.cu) measured in the same run, and loom-perf on host
+#      buffers for comparison.
+# Everything goes to stdout and to $OUT/device-check.txt ($OUT: the device
+# tool's output folder; /tmp/device-check otherwise).  Exits 77 when there
+# is no GPU, 1 when a check fails.
+set -u
+cd "$(dirname "$0")/.." || exit 1
+OUT=${OUT:-/tmp/device-check}
+mkdir -p "$OUT"
+exec > >(tee "$OUT/device-check.txt") 2>&1
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+export PATH="$CUDA_HOME/bin:$PATH"
+failed=0
+step() { echo; echo "=== $* ($(date +%T))"; }
+check() { if "$@"; then echo "PASS: $*"; else echo "FAIL ($?): $*"; failed=$((failed + 1)); fi; }
+
+step "machine"
+uname -a; nproc; nvidia-smi -L 2>&1 || true
+nvcc --version 2>&1 | tail -1
+if ! nvidia-smi -L >/dev/null 2>&1; then
+  echo "SKIP: no GPU here (nvidia-smi -L fails): nothing to check"
+  exit 77
+fi
+
+step "build (build-cuda)"
+[ -x configure ] || ./autogen.sh >/dev/null || { echo "FAIL: autogen (autoconf, automake, libtool installed?)"; exit 1; }
+mkdir -p build-cuda
+(cd build-cuda && { [ -f Makefile ] || ../configure --with-cuda --without-torch --enable-werror >configure.log 2>&1 ||
+   { tail -30 configure.log; exit 1; }; } && make -j"$(nproc)" >make.log 2>&1 &&
+   make -j"$(nproc)" tests/unit/check_device tests/ranks/coll_test tests/ranks/device_test >>make.log 2>&1) ||
+  { tail -40 build-cuda/make.log; echo "FAIL: build"; exit 1; }
+B=$PWD/build-cuda
+export LOOM_MODULE_PATH=$B/.libs LOOM_SOCKET_IFNAME=lo
+"$B/tools/loom-info" | sed -n '1,8p'
+nvcc -O2 -o "$B/cuda_d2d" bench/cuda_d2d.cu || { echo "FAIL: cuda_d2d"; exit 1; }
+RUN="timeout -k 5 300 $B/tools/loomrun --timeout 240"
+
+step "check_device (kernels, events, streams on every backend, CUDA included)"
+check timeout 120 "$B/tests/unit/check_device"
+
+step "collective matrix on CUDA buffers queued on a CUDA stream"
+for n in 2 4; do
+  check $RUN -n $n "$B/tests/ranks/coll_test" -d cuda -S 1 -s 0,1,7,100,4099,65537
+done
+check $RUN -n 2 "$B/tests/ranks/coll_test" -d cuda -s 1,4099,300007 -t float32,bfloat16 -o sum,avg,premulsum
+step "device_test on CUDA: API, 100 two-stream iterations, host functions"
+check $RUN -n 2 "$B/tests/ranks/device_test" -d cuda -p api,order,hostfn -i 100
+
+step "bandwidth: the GPU's device-to-device copy (ceiling)"
+"$B/cuda_d2d" -b 8 -e 268435456 -n 20 -w 5
+for c in allreduce allgather; do
+  step "loom-perf -C $c --device cuda, 2 ranks"
+  $RUN -n 2 "$B/bench/loom-perf" -C $c --device cuda -b 8 -e 256M -f 4 -n 20 -w 5
+  step "loom-perf -C $c on host buffers, 2 ranks (the same run, for comparison)"
+  $RUN -n 2 "$B/bench/loom-perf" -C $c -b 8 -e 256M -f 4 -n 20 -w 5
+done
+step "done: $failed check(s) failed"
+[ "$failed" -eq 0 ]

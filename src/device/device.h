@@ -18,6 +18,9 @@
  *    backend knows them (*size 0 otherwise).
  *  - Errors are reported with loom_error (core/error.h) where first seen,
  *    naming the call.
+ *  - The host backend's stream and event entries are NULL: host streams
+ *    and events are src/stream's own; its copies and kernels run at once
+ *    on the calling thread (a host stream's worker).
  */
 #ifndef LOOM_DEVICE_DEVICE_H
 #define LOOM_DEVICE_DEVICE_H
@@ -97,9 +100,10 @@ struct loom_device_module {
   int (*available)(char *why, size_t len);
 };
 
-/* The backends built into libloom. */
+/* The backends built into libloom, and the CUDA module's (cuda/). */
 extern const struct loom_device_ops loom_device_host_ops;
 extern const struct loom_device_ops loom_device_sim_ops;
+extern const struct loom_device_ops loom_device_cuda_ops;
 
 /* "host", "sim", "cuda"; "invalid" otherwise. */
 const char *loom_device_name(loomDevice_t device);

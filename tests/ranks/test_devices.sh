@@ -48,7 +48,14 @@ if "$LOOMINFO" | grep -q '^devices:.* cuda' && command -v nvidia-smi >/dev/null 
   expect_count "cases passed" 2 "collective matrix on CUDA buffers on a CUDA stream, 2 ranks"
   run_ranks 2 300 "$DT" -d cuda -p api,order,hostfn -i 100
   expect_count "passed (100 ordering" 2 "CUDA streams: 100 two-stream iterations"
+elif "$LOOMINFO" | grep -q '^devices:.* cuda'; then
+  # The module is built but there is no GPU: a clear error, not a crash.
+  run_ranks 1 60 "$LOOMPERF" --device cuda -b 8 -e 8 -n 1 -w 0
+  if [ "$rc" -ne 0 ]; then pass "--device cuda without a GPU fails (rc $rc)"; else fail "--device cuda without a GPU succeeded"; fi
+  expect_count "loom-perf: rank 0: loomMemAlloc.*loomDeviceCuda: no GPU to run on (" 1 \
+    "--device cuda without a GPU says why"
+  echo "SKIP: CUDA device checks: no GPU here"
 else
-  echo "SKIP: CUDA device checks: no GPU here (or the CUDA module was not built)"
+  echo "SKIP: CUDA device checks: the CUDA module was not built (configure found no nvcc/CUDA runtime)"
 fi
 finish

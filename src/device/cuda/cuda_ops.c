@@ -1,0 +1,236 @@
+/*
+ * cuda_ops.c — the CUDA backend's ops table (device/device.h), built into
+ * libloom-dev-cuda.so: each entry is one CUDA runtime call (the kernels
+ * are kernels.cu's launchers).
+ *
+ * Memory from cudaMalloc is also recorded in a device/alloc_table.h table,
+ * so that classify can give an allocation's bounds (Loom checks that a
+ * buffer does not overrun its allocation) and mem_free can refuse a pointer
+ * that loomMemAlloc did not hand out instead of passing it to cudaFree.
+ *
+ * Every failure is reported once, here, with loom_error: the CUDA call and
+ * cudaGetErrorString's text ("cudaMemcpyAsync failed: an illegal memory
+ * access was encountered").  Answers that are not failures (a stream or
+ * event not ready, a pointer CUDA does not know) are cleared from the
+ * runtime's last-error slot, so that a later launch's cudaGetLastError does
+ * not mistake them for its own error.
+ *
+ * The calls act on the calling thread's current CUDA device (device 0
+ * unless the program chose another with cudaSetDevice).
+ */
+#include "device/device.h"
+#include "device/alloc_table.h"
+#include "device/cuda/kernels.h"
+#include "core/error.h"
+#include "core/log.h"
+
+#include <cuda_runtime_api.h>
+#include <pthread.h>
+#include <stdint.h>
+
+/* Every live cudaMalloc of mem_alloc, by address. */
+static struct loom_alloc_table allocations = LOOM_ALLOC_TABLE_INIT;
+
+/* ---- errors ----------------------------------------------------------------- */
+
+/* loomSuccess for cudaSuccess; otherwise reports "<call> failed: <text>". */
+static loomResult_t cuda_check(cudaError_t err, const char *call) {
+  if (err == cudaSuccess)
+    return loomSuccess;
+  return loom_error(loomUnhandledCudaError, LOOM_LOG_INIT, "%s failed: %s", call,
+                    cudaGetErrorString(err));
+}
+
+/* Takes err out of the runtime's last-error slot when it is what the slot
+ * holds (an answer, not a failure to report later). */
+static void forget_answer(cudaError_t err) {
+  if (cudaPeekAtLastError() == err)
+    (void)cudaGetLastError();
+}
+
+/* stream_query and event_query: not ready is loomInProgress, not an error. */
+static loomResult_t query_result(cudaError_t err, const char *call) {
+  if (err != cudaErrorNotReady)
+    return cuda_check(err, call);
+  forget_answer(err);
+  return loomInProgress;
+}
+
+static loomResult_t check_type(loomDataType_t dt, const char *what) {
+  if ((unsigned)dt < (unsigned)loomNumTypes)
+    return loomSuccess;
+  return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "%s on a CUDA device: invalid data "
+                    "type %d", what, (int)dt);
+}
+
+/* ---- memory ----------------------------------------------------------------- */
+
+static loomResult_t remember_allocation(void *ptr, size_t bytes) {
+  struct loom_alloc a = {.base = (uintptr_t)ptr, .bytes = bytes, .span = bytes ? bytes : 1,
+                         .storage = NULL, .fd = -1};
+  pthread_mutex_lock(&allocations.lock);
+  int rc = loom_alloc_insert(&allocations, &a, loom_alloc_slot(&allocations, a.base));
+  pthread_mutex_unlock(&allocations.lock);
+  if (rc == 0)
+    return loomSuccess;
+  return loom_error(loomSystemError, LOOM_LOG_INIT, "loomMemAlloc(cuda): out of host memory "
+                    "to record an allocation of %zu bytes", bytes);
+}
+
+static loomResult_t mem_alloc(void **ptr, size_t bytes) {
+  void *p = NULL;
+  LOOM_CHECK(cuda_check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc"));
+  loomResult_t res = remember_allocation(p, bytes);
+  if (res != loomSuccess) {
+    cudaFree(p);
+    return res;
+  }
+  *ptr = p;
+  return loomSuccess;
+}
+
+static loomResult_t mem_free(void *ptr) {
+  struct loom_alloc a;
+  pthread_mutex_lock(&allocations.lock);
+  int rc = loom_alloc_remove(&allocations, (uintptr_t)ptr, &a);
+  pthread_mutex_unlock(&allocations.lock);
+  if (rc != 0)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomMemFree: %p is not the start of "
+                      "a live CUDA allocation of loomMemAlloc", ptr);
+  return cuda_check(cudaFree(ptr), "cudaFree");
+}
+
+static loomResult_t host_alloc(void **ptr, size_t bytes) {
+  return cuda_check(cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable),
+                    "cudaHostAlloc");
+}
+
+static void host_free(void *ptr) { cuda_check(cudaFreeHost(ptr), "cudaFreeHost"); }
+
+/* Device memory: ours with its bounds, or another's (cudaMalloc'd by the
+ * program) with *size 0.  Host, managed and unknown memory: 0. */
+static int classify(const void *ptr, uintptr_t *base, size_t *size) {
+  if (loom_alloc_bounds(&allocations, ptr, base, size))
+    return 1;
+  struct cudaPointerAttributes attr;
+  cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
+  if (err != cudaSuccess) {
+    forget_answer(err);
+    return 0;
+  }
+  if (attr.type != cudaMemoryTypeDevice)
+    return 0;
+  *base = (uintptr_t)ptr;
+  *size = 0;
+  return 1;
+}
+
+/* ---- streams ---------------------------------------------------------------- */
+
+static loomResult_t stream_create(void **native) {
+  cudaStream_t stream;
+  LOOM_CHECK(cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                        "cudaStreamCreateWithFlags"));
+  *native = stream;
+  return loomSuccess;
+}
+
+static void stream_destroy(void *native) {
+  cuda_check(cudaStreamSynchronize((cudaStream_t)native), "cudaStreamSynchronize");
+  cuda_check(cudaStreamDestroy((cudaStream_t)native), "cudaStreamDestroy");
+}
+
+static loomResult_t stream_sync(void *native) {
+  return cuda_check(cudaStreamSynchronize((cudaStream_t)native), "cudaStreamSynchronize");
+}
+
+static loomResult_t stream_query(void *native) {
+  return query_result(cudaStreamQuery((cudaStream_t)native), "cudaStreamQuery");
+}
+
+/* ---- work on a stream ------------------------------------------------------- */
+
+static loomResult_t memcpy_async(void *dst, const void *src, size_t bytes, void *native) {
+  return cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)native),
+                    "cudaMemcpyAsync");
+}
+
+static loomResult_t memcpy_sync(void *dst, const void *src, size_t bytes) {
+  return cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+}
+
+static loomResult_t reduce_async(void *dst, const void *a, const void *b, size_t count,
+                                 loomDataType_t dt, loomRedOp_t op, void *native) {
+  LOOM_CHECK(check_type(dt, "reduce"));
+  if ((unsigned)op >= (unsigned)loomNumOps)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "reduce on a CUDA device: invalid "
+                      "op %d (only the built-in ops run here)", (int)op);
+  return cuda_check(loom_cuda_reduce(dst, a, b, count, dt, op, (cudaStream_t)native),
+                    "the reduce kernel's launch");
+}
+
+static loomResult_t premul_async(void *dst, const void *src, size_t count, loomDataType_t dt,
+                                 const void *scalar, void *native) {
+  LOOM_CHECK(check_type(dt, "premul"));
+  return cuda_check(loom_cuda_premul(dst, src, count, dt, scalar, (cudaStream_t)native),
+                    "the premul kernel's launch");
+}
+
+static loomResult_t scale_avg_async(void *buf, size_t count, loomDataType_t dt, int nranks,
+                                    void *native) {
+  LOOM_CHECK(check_type(dt, "scale_avg"));
+  return cuda_check(loom_cuda_scale_avg(buf, count, dt, nranks, (cudaStream_t)native),
+                    "the scale_avg kernel's launch");
+}
+
+static loomResult_t host_func(void *native, void (*fn)(void *), void *arg) {
+  return cuda_check(cudaLaunchHostFunc((cudaStream_t)native, fn, arg), "cudaLaunchHostFunc");
+}
+
+/* ---- events ----------------------------------------------------------------- */
+
+static loomResult_t event_create(void **event) {
+  cudaEvent_t e;
+  LOOM_CHECK(cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                        "cudaEventCreateWithFlags"));
+  *event = e;
+  return loomSuccess;
+}
+
+static void event_destroy(void *event) {
+  cuda_check(cudaEventDestroy((cudaEvent_t)event), "cudaEventDestroy");
+}
+
+static loomResult_t event_record(void *event, void *native) {
+  return cuda_check(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)native),
+                    "cudaEventRecord");
+}
+
+static loomResult_t event_query(void *event) {
+  return query_result(cudaEventQuery((cudaEvent_t)event), "cudaEventQuery");
+}
+
+const struct loom_device_ops loom_device_cuda_ops = {
+    .struct_size = sizeof(struct loom_device_ops),
+    .device = loomDeviceCuda,
+    .name = "cuda",
+    .mem_alloc = mem_alloc,
+    .mem_free = mem_free,
+    .host_alloc = host_alloc,
+    .host_free = host_free,
+    .classify = classify,
+    .stream_create = stream_create,
+    .stream_destroy = stream_destroy,
+    .stream_sync = stream_sync,
+    .stream_query = stream_query,
+    .memcpy_async = memcpy_async,
+    .memcpy_sync = memcpy_sync,
+    .reduce_async = reduce_async,
+    .premul_async = premul_async,
+    .scale_avg_async = scale_avg_async,
+    .host_func = host_func,
+    .event_create = event_create,
+    .event_destroy = event_destroy,
+    .event_record = event_record,
+    .event_query = event_query,
+};

@@ -16,10 +16,16 @@ for h in $(find src transports include -name '*.h' | sort); do
     command -v mpicc >/dev/null 2>&1 || { echo "SKIP: $h: no mpicc"; continue; }
     compiler=mpicc
   fi
+  extra=
+  case $h in src/device/cuda/*) # the CUDA backend's headers need the CUDA runtime's
+    cuda_inc=${CUDA_HOME:-/usr/local/cuda}/include
+    [ -f "$cuda_inc/cuda_runtime_api.h" ] || { echo "SKIP: $h: no CUDA headers"; continue; }
+    extra="-I$cuda_inc" ;;
+  esac
   printf '#include "%s"\n' "$h" > "$tmp/one.c"
   checked=$((checked + 1))
   if ! $compiler -std=c11 -D_GNU_SOURCE -Wall -Wextra -Werror -fsyntax-only -I. -Isrc \
-       -Iinclude -Itransports -I"$BUILD" $(pkg-config --cflags-only-I hwloc 2>/dev/null) \
+       -Iinclude -Itransports -I"$BUILD" $extra $(pkg-config --cflags-only-I hwloc 2>/dev/null) \
        "$tmp/one.c" > "$tmp/err" 2>&1; then
     echo "FAIL: $h does not compile on its own:"
     sed 's/^/  /' "$tmp/err" | head -5

@@ -191,8 +191,8 @@ static const void *load(const struct loom_module_info *info, char *err, size_t e
   if (check_header(info, path, sym, err, errlen) != 0 ||
       check_and_bind(info, path, sym, err, errlen) != 0)
     return NULL; /* left mapped: unloading libfabric is not worth the risk */
-  LOOM_INFO(LOOM_LOG_NET | LOOM_LOG_INIT, "loaded module %s (%s, Loom %s)", path, info->name,
-            PACKAGE_VERSION);
+  LOOM_INFO(LOOM_LOG_NET | LOOM_LOG_INIT, "loaded %s module %s (%s, Loom %s)",
+            info->device ? "device" : "transport", path, info->name, PACKAGE_VERSION);
   return sym;
 }
 

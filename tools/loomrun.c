@@ -1,7 +1,9 @@
 /*
  * loomrun.c — the single-node launcher: starts N ranks of a program with
- * LOOM_RANK/LOOM_NRANKS/LOOM_LOCAL_RANK/LOOM_COMM_ID set, prefixes their
- * output lines with "[rank] ", and ends the whole job when one rank fails.
+ * LOOM_RANK/LOOM_NRANKS/LOOM_LOCAL_RANK/LOOM_COMM_ID set (and torch's
+ * RANK/WORLD_SIZE/LOCAL_RANK/LOCAL_WORLD_SIZE/MASTER_ADDR/MASTER_PORT),
+ * passes their output on line by line (prefixed with "[rank] " under
+ * --tag-output, as mpirun's), and ends the whole job when one rank fails.
  *
  * Standalone (does not link libloom): C11 + POSIX.
  */
@@ -51,7 +53,7 @@ struct rank {
 
 static struct rank *ranks;
 static int nranks;
-static int prefix_lines = 1;
+static int prefix_lines; /* --tag-output */
 static pid_t pgid; /* the job's process group (pid of rank 0) */
 static int out_dead[2]; /* our own stdout/stderr is gone (EPIPE) */
 static int wake_pipe[2] = {-1, -1};
@@ -167,8 +169,9 @@ static void kill_job(int sig) {
     kill(-pgid, sig);
 }
 
-/* Finds a free port on 127.0.0.1 (0 = kernel's choice). -1 on failure. */
-static int pick_port(void) {
+/* Finds a free port on 127.0.0.1 (the kernel's choice, or the first free
+ * one of LOOM_PORT_RANGE above `after`). -1 on failure. */
+static int pick_port_after(int after) {
   int lo = 0, hi = 0;
   char extra;
   const char *range = getenv("LOOM_PORT_RANGE");
@@ -179,6 +182,8 @@ static int pick_port(void) {
             "with 1 <= lo <= hi <= 65535)\n", range);
     return -1;
   }
+  if (lo > 0 && after >= lo && after < hi)
+    lo = after + 1;
   for (int port = lo;; port++) {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (fd < 0) {
@@ -211,11 +216,17 @@ static void usage(FILE *f) {
           "  -n, --np N        number of ranks (1..%d)\n"
           "      --timeout SEC kill the job after SEC seconds (exit code 124)\n"
           "      --keep-going  do not kill the other ranks when one fails\n"
-          "      --no-prefix   do not prefix output lines with [rank]\n"
+          "      --tag-output  prefix every output line with [rank] (as mpirun's)\n"
+          "      --no-prefix   no prefix (the default; kept for older scripts)\n"
           "  -h, --help        show this help\n"
           "      --version     show the version\n\n"
+          "Output lines pass through whole, unprefixed unless --tag-output, so\n"
+          "loom-perf --json - | python3 -m json.tool works through loomrun.\n"
           "Each rank gets LOOM_RANK, LOOM_NRANKS, LOOM_LOCAL_RANK, LOOM_COMM_ID\n"
-          "(127.0.0.1:<free port>, unless already set; LOOM_PORT_RANGE is honoured)\n"
+          "(127.0.0.1:<free port>, unless already set; LOOM_PORT_RANGE is honoured),\n"
+          "and for torch.distributed scripts RANK, WORLD_SIZE, LOCAL_RANK,\n"
+          "LOCAL_WORLD_SIZE, and MASTER_ADDR=127.0.0.1 and MASTER_PORT (another free\n"
+          "port) unless already set,\n"
           "LOOM_SOCKET_IFNAME=lo (unless already set) and LOOM_COMM_SECRET (32 random\n"
           "bytes for this job, unless already set: only its ranks can join it).\n"
           "Exit status: 0 when every rank succeeded, else that of the first rank\n"
@@ -250,6 +261,8 @@ static void exec_rank(int r, int out_w, int err_w, char **argv) {
   snprintf(buf, sizeof buf, "%d", r);
   setenv("LOOM_RANK", buf, 1);
   setenv("LOOM_LOCAL_RANK", buf, 1);
+  setenv("RANK", buf, 1); /* torch.distributed's env:// */
+  setenv("LOCAL_RANK", buf, 1);
   execvp(argv[0], argv);
   fprintf(stderr, "loomrun: cannot run %s: %s\n", argv[0], strerror(errno));
   _exit(127);
@@ -432,14 +445,44 @@ static int set_job_secret(void) {
   return 0;
 }
 
+/* torch.distributed's env:// variables: the world size, and (unless
+ * already set) a rendezvous address on a free port other than
+ * LOOM_COMM_ID's (rank 0's TCPStore and Loom's root each bind their own). */
+static int set_torch_env(const char *nranks_text) {
+  setenv("WORLD_SIZE", nranks_text, 1);
+  setenv("LOCAL_WORLD_SIZE", nranks_text, 1);
+  setenv("MASTER_ADDR", "127.0.0.1", 0);
+  const char *set = getenv("MASTER_PORT");
+  if (set != NULL && *set != '\0')
+    return 0;
+  const char *id = getenv("LOOM_COMM_ID");
+  const char *colon = id != NULL ? strrchr(id, ':') : NULL;
+  int loom_port = colon != NULL ? atoi(colon + 1) : -1;
+  for (int tries = 0; tries < 16; tries++) {
+    int port = pick_port_after(loom_port);
+    if (port < 0)
+      return -1;
+    if (port != loom_port) {
+      char text[16];
+      snprintf(text, sizeof text, "%d", port);
+      setenv("MASTER_PORT", text, 1);
+      return 0;
+    }
+  }
+  fprintf(stderr, "loomrun: no free port for MASTER_PORT besides LOOM_COMM_ID's %d\n",
+          loom_port);
+  return -1;
+}
+
 int main(int argc, char **argv) {
   double timeout = 0;
-  enum { OPT_TIMEOUT = 256, OPT_KEEP_GOING, OPT_NO_PREFIX, OPT_VERSION };
+  enum { OPT_TIMEOUT = 256, OPT_KEEP_GOING, OPT_NO_PREFIX, OPT_TAG_OUTPUT, OPT_VERSION };
   static const struct option longopts[] = {
       {"np", required_argument, NULL, 'n'},
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {"keep-going", no_argument, NULL, OPT_KEEP_GOING},
       {"no-prefix", no_argument, NULL, OPT_NO_PREFIX},
+      {"tag-output", no_argument, NULL, OPT_TAG_OUTPUT},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, OPT_VERSION},
       {NULL, 0, NULL, 0}};
@@ -473,6 +516,9 @@ int main(int argc, char **argv) {
     case OPT_NO_PREFIX:
       prefix_lines = 0;
       break;
+    case OPT_TAG_OUTPUT:
+      prefix_lines = 1;
+      break;
     case 'h':
       usage(stdout);
       return 0;
@@ -504,7 +550,7 @@ int main(int argc, char **argv) {
   /* The job-wide environment. */
   const char *comm_id = getenv("LOOM_COMM_ID");
   if (comm_id == NULL || *comm_id == '\0') {
-    int port = pick_port();
+    int port = pick_port_after(-1);
     if (port < 0)
       return EXIT_INTERNAL;
     char id[64];
@@ -517,6 +563,8 @@ int main(int argc, char **argv) {
   snprintf(nbuf, sizeof nbuf, "%d", nranks);
   setenv("LOOM_NRANKS", nbuf, 1);
   setenv("LOOM_SOCKET_IFNAME", "lo", 0);
+  if (set_torch_env(nbuf) != 0)
+    return EXIT_INTERNAL;
 
   /* Orphaned children of the ranks come to us: we reap them and can tell
    * when the job's process group is really empty. */

@@ -19,10 +19,47 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+/* The last ids loomGetUniqueId made in this process: a rank other than 0
+ * initialising with one of them is, almost always, a rank that made its
+ * own id instead of receiving rank 0's (mpirun without a broadcast). */
+#define MADE_IDS 16
+static struct {
+  pthread_mutex_t lock;
+  loomUniqueId ids[MADE_IDS];
+  int n;
+} made = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static int made_here(const loomUniqueId *id) {
+  int found = 0;
+  pthread_mutex_lock(&made.lock);
+  for (int i = 0; i < made.n && i < MADE_IDS && !found; i++)
+    found = memcmp(&made.ids[i], id, sizeof *id) == 0;
+  pthread_mutex_unlock(&made.lock);
+  return found;
+}
+
 loomResult_t loomGetUniqueId(loomUniqueId *uniqueId) {
   if (uniqueId == NULL)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomGetUniqueId: uniqueId is NULL");
-  return loom_bootstrap_make_id(uniqueId);
+  LOOM_CHECK(loom_bootstrap_make_id(uniqueId));
+  pthread_mutex_lock(&made.lock);
+  made.ids[made.n++ % MADE_IDS] = *uniqueId;
+  pthread_mutex_unlock(&made.lock);
+  return loomSuccess;
+}
+
+/* Says at once what a job whose every rank made its own id would
+ * otherwise learn only at LOOM_BOOTSTRAP_TIMEOUT. */
+static void warn_own_id(const loomUniqueId *id, int rank, int nranks) {
+  const char *comm_id = loom_param_str(LOOM_PARAM_COMM_ID);
+  if (rank == 0 || nranks < 2 || (comm_id != NULL && *comm_id != '\0') || !made_here(id))
+    return;
+  LOOM_WARN(LOOM_LOG_INIT,
+            "rank %d of %d initialises with an id this process made itself "
+            "(loomGetUniqueId): if every rank made its own, each waits for ranks that never "
+            "come. Make the id on one rank and give it to the others (MPI_Bcast of the "
+            "loomUniqueId, or loomCommInitFromMPI from loom_mpi.h), or set "
+            "LOOM_COMM_ID=host:port for the whole job", rank, nranks);
 }
 
 loomResult_t loom_comm_check_usable(loomComm_t comm, const char *fn) {
@@ -333,6 +370,7 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
                       "loomCommInitRank[Config]: rank=%d is outside [0, %d)", rank,
                       nranks);
+  warn_own_id(&commId, rank, nranks);
   int blocking, timeout_ms;
   const char *name;
   LOOM_CHECK(loom_read_config(config, &blocking, &timeout_ms, &name));

@@ -297,7 +297,8 @@ static loomResult_t rendezvous(struct loom_bootstrap *bs, const struct loom_id_f
   snprintf(what, sizeof what, "the bootstrap root at %s", root_text);
   for (;;) {
     int fd = -1, again = 0;
-    loomResult_t res = loom_socket_connect(&id->root, deadline, 1, what, &fd);
+    /* loom_socket_connect names the address itself */
+    loomResult_t res = loom_socket_connect(&id->root, deadline, 1, "the bootstrap root", &fd);
     if (res != loomSuccess)
       return loom_error(res, LOOM_LOG_BOOTSTRAP,
                         "rank %d cannot reach the bootstrap root at %s within %d s (is the "

@@ -29,6 +29,7 @@
 #define ROOT_PROOF_MS 10000  /* from accept to a complete, proven hello */
 #define ROOT_ACCEPT_BURST 32 /* accepts per turn, so a flood drains fast */
 #define ROOT_REPLY_MS 10000  /* bound on sending the table to one rank */
+#define ROOT_PROGRESS_MS 10000 /* how often a waiting root says who is missing */
 #define ROOT_LABEL "loom/root"
 #define ROOT_HELLO_FRAME (LOOM_FRAME_HDR_BYTES + LOOM_HELLO_BYTES)
 
@@ -327,14 +328,38 @@ static void accept_burst(struct root_state *st, uint64_t *deadline) {
   }
 }
 
+/* Every ROOT_PROGRESS_MS while ranks are missing: one WARN naming them and
+ * how long is left, so a job that waits is not a job that is silent. */
+static void report_progress(const struct root_state *st, uint64_t *next, int left_ms) {
+  if (loom_now_ns() < *next)
+    return;
+  *next = loom_deadline_ms(ROOT_PROGRESS_MS);
+  int waited_s = st->timeout_s - (left_ms + 999) / 1000;
+  if (waited_s <= 0)
+    return;
+  if (st->nranks == 0) {
+    LOOM_WARN(LOOM_LOG_BOOTSTRAP, "bootstrap root %s: no rank has arrived after %d s; giving "
+              "up in %d s (LOOM_BOOTSTRAP_TIMEOUT)", st->addr_text, waited_s,
+              (left_ms + 999) / 1000);
+    return;
+  }
+  char missing[512];
+  list_missing(st, missing, sizeof missing);
+  LOOM_WARN(LOOM_LOG_BOOTSTRAP, "bootstrap root %s: still waiting for ranks %s after %d s; "
+            "giving up in %d s (LOOM_BOOTSTRAP_TIMEOUT)", st->addr_text, missing, waited_s,
+            (left_ms + 999) / 1000);
+}
+
 static void root_serve(struct root_state *st, struct pollfd *fds) {
   uint64_t deadline = loom_deadline_ms((int64_t)st->timeout_s * 1000);
+  uint64_t next_report = loom_deadline_ms(ROOT_PROGRESS_MS);
   while (st->nranks == 0 || st->arrived < st->nranks) {
     int left = loom_ms_left(deadline);
     if (left == 0) {
       root_timeout(st);
       return;
     }
+    report_progress(st, &next_report, left);
     fds[0].fd = st->listen_fd;
     fds[0].events = POLLIN;
     for (int i = 0; i < st->npending; i++) {

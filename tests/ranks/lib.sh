@@ -6,17 +6,18 @@ set -u
 export LOOM_SOCKET_IFNAME="${LOOM_SOCKET_IFNAME:-lo}"
 failures=0
 
-# run_ranks N TIMEOUT_S prog args... — output in $out, status in $rc
+# run_ranks N TIMEOUT_S prog args... — output in $out (every line tagged
+# "[rank] ": --tag-output), status in $rc
 run_ranks() {
   n=$1; t=$2; shift 2
-  out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --timeout "$t" -n "$n" "$@" 2>&1)
+  out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --tag-output --timeout "$t" -n "$n" "$@" 2>&1)
   rc=$?
 }
 
 # run_ranks, but a rank that fails does not end the others: each says why.
 run_ranks_keep() {
   n=$1; t=$2; shift 2
-  out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --keep-going --timeout "$t" -n "$n" "$@" 2>&1)
+  out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --tag-output --keep-going --timeout "$t" -n "$n" "$@" 2>&1)
   rc=$?
 }
 # expect_init_fail N PATTERN WHAT — every rank's init failed saying PATTERN.

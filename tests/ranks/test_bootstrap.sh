@@ -8,6 +8,18 @@ CT="$TESTBIN/ranks/coll_test"
 LOOM_BOOTSTRAP_TIMEOUT=2 run_ranks 3 60 "$FT" --missing
 expect_count "init failed after .*ranks 3 (1 of 4) never arrived" 3 "every rank names the missing rank 3"
 
+# While it waits, the root says every 10 s who is missing and how long is left
+# (fault_test itself then fails: it holds a 2 s timeout to under 10 s).
+LOOM_BOOTSTRAP_TIMEOUT=12 run_ranks 3 60 "$FT" --missing
+expect_count "bootstrap root .*: still waiting for ranks 3 (1 of 4) after [0-9]* s; giving up in [0-9]* s (LOOM_BOOTSTRAP_TIMEOUT)" 1 \
+  "a waiting root names the missing rank every 10 s"
+
+# A rank other than 0 that made its own id (mpirun without a broadcast) is told at once.
+out=$(env -u LOOM_COMM_ID LOOM_RANK=1 LOOM_NRANKS=2 LOOM_BOOTSTRAP_TIMEOUT=2 timeout 30 "$CT" -s 5 2>&1); rc=$?
+expect_count "rank 1 of 2 initialises with an id this process made itself (loomGetUniqueId).*MPI_Bcast.*LOOM_COMM_ID" 1 \
+  "a rank that made its own id is told what to do"
+expect_count "at 127.0.0.1:[0-9]* at " 0 "no address named twice"
+
 LOOM_BOOTSTRAP_TIMEOUT=2 run_ranks 3 60 "$FT" --nonblocking
 expect_count "non-blocking init ready, then failed as required: .*never arrived" 3 "non-blocking init, success and failure"
 
@@ -34,7 +46,7 @@ out=$(env -u LOOM_COMM_ID LOOM_RANK=0 LOOM_NRANKS=1 LOOM_SOCKET_IFNAME==nosuch0 
 expect_count "no up interface with an address matches LOOM_SOCKET_IFNAME==nosuch0" 2 "unknown interface explained (logged once, returned once)"
 out=$(LOOM_COMM_ID=not-an-address LOOM_RANK=0 LOOM_NRANKS=1 timeout 30 "$CT" -s 5 2>&1); rc=$?
 expect_count 'LOOM_COMM_ID="not-an-address" is not host:port' 2 "malformed LOOM_COMM_ID explained"
-out=$(LOOM_SOCKET_NSOCKS=banana "$LOOMRUN" -n 2 "$CT" -s 5 -t int8 -o sum 2>&1); rc=$?
+out=$(LOOM_SOCKET_NSOCKS=banana "$LOOMRUN" --tag-output -n 2 "$CT" -s 5 -t int8 -o sum 2>&1); rc=$?
 expect_count 'LOOM_SOCKET_NSOCKS="banana" is not valid' 2 "bad variable value warned about, default used"
 expect_count "cases passed" 2 "and the job still runs"
 check_no_leftovers fault_test

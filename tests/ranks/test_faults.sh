@@ -10,7 +10,7 @@ kill_case() { # n victim
 }
 run_ranks_keep() {
   n=$1; t=$2; shift 2
-  out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --keep-going --timeout "$t" -n "$n" "$@" 2>&1)
+  out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --tag-output --keep-going --timeout "$t" -n "$n" "$@" 2>&1)
   rc=$?
 }
 # Every case over shared memory (the default on one host), then over TCP.

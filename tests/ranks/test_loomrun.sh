@@ -37,15 +37,17 @@ expect_eq() { # name expected actual
 
 now_ms() { local t=${EPOCHREALTIME/./}; echo $((t / 1000)); }
 
-# Runs loomrun (bounded by timeout 30) with stdout/stderr in $tmp/out and
-# $tmp/err; sets rc and ms (elapsed milliseconds).
-run() {
+# Runs loomrun --tag-output (bounded by timeout 30) with stdout/stderr in
+# $tmp/out and $tmp/err; sets rc and ms (elapsed milliseconds).  run_plain:
+# without --tag-output (loomrun's default, as mpirun's).
+run_plain() {
   local t0
   t0=$(now_ms)
   timeout 30 "$LOOMRUN" "$@" >"$tmp/out" 2>"$tmp/err"
   rc=$?
   ms=$(($(now_ms) - t0))
 }
+run() { run_plain --tag-output "$@"; }
 
 no_leftovers() { # name
   for _ in $(seq 50); do # processes killed just now may take a moment
@@ -97,6 +99,32 @@ expect_eq "output: stderr lines" $'[0] err0\n[1] err1' "$(sort "$tmp/err")"
 
 run --no-prefix -n 2 sh -c 'echo out$LOOM_RANK' "$MARK"
 expect_eq "output: --no-prefix" $'out0\nout1' "$(sort "$tmp/out")"
+run_plain -n 2 sh -c 'echo out$LOOM_RANK; echo err$LOOM_RANK >&2' "$MARK"
+expect_eq "output: unprefixed by default (as mpirun)" $'out0\nout1' "$(sort "$tmp/out")"
+expect_eq "output: stderr unprefixed by default" $'err0\nerr1' "$(sort "$tmp/err")"
+
+# ---- torch.distributed's variables ---------------------------------------------
+unset RANK WORLD_SIZE LOCAL_RANK LOCAL_WORLD_SIZE MASTER_ADDR MASTER_PORT
+RANK=9 WORLD_SIZE=99 run_plain -n 3 sh -c 'echo $RANK/$WORLD_SIZE/$LOCAL_RANK/$LOCAL_WORLD_SIZE' "$MARK"
+expect_eq "torch env: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE (outer ones replaced)" \
+  $'0/3/0/3\n1/3/1/3\n2/3/2/3' "$(sort "$tmp/out")"
+run_plain -n 2 sh -c 'echo "$MASTER_ADDR $MASTER_PORT ${LOOM_COMM_ID##*:}"' "$MARK"
+set -- $(head -n1 "$tmp/out")
+if [ "$(sort -u "$tmp/out" | wc -l)" = 1 ] && [ "${1:-}" = 127.0.0.1 ] &&
+   [ "${2:-0}" -ge 1 ] 2>/dev/null && [ "${2:-0}" -le 65535 ] && [ "${2:-}" != "${3:-}" ]; then
+  pass "torch env: MASTER_ADDR=127.0.0.1, one MASTER_PORT ($2) for all, not LOOM_COMM_ID's ($3)"
+else
+  fail "torch env: MASTER_ADDR/MASTER_PORT: [$(cat "$tmp/out")]"
+fi
+LOOM_PORT_RANGE=47321-47330 run_plain -n 2 sh -c 'echo "$MASTER_PORT ${LOOM_COMM_ID##*:}"' "$MARK"
+set -- $(head -n1 "$tmp/out")
+if [ "${1:-0}" -gt "${2:-0}" ] 2>/dev/null && [ "${1:-0}" -le 47330 ]; then
+  pass "torch env: MASTER_PORT inside LOOM_PORT_RANGE, after LOOM_COMM_ID's ($1 > $2)"
+else
+  fail "torch env: LOOM_PORT_RANGE=47321-47330 gave MASTER_PORT/LOOM_COMM_ID port [$*]"
+fi
+MASTER_PORT=29555 run_plain -n 2 sh -c 'echo $MASTER_PORT' "$MARK"
+expect_eq "torch env: an existing MASTER_PORT kept" $'29555\n29555' "$(sort "$tmp/out")"
 
 # Many long lines from several ranks at once must never be cut or mixed.
 run -n 4 sh -c 'i=0; while [ $i -lt 300 ]; do printf "%s%04d\n" "$(printf %0500d $LOOM_RANK)" $i; i=$((i+1)); done' "$MARK"

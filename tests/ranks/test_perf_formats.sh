@@ -112,6 +112,18 @@ print(len(d["rows"]), d["nranks"], all(r["oop"]["wrong"] == 0 for r in d["rows"]
   if [ "$got" = "3 2 True" ] && grep -q "Out of bounds values : 0 OK" "$tmp/stderr"; then
     pass "loom-perf --json -: stdout is one JSON object, the table is on stderr"; else
     fail "loom-perf --json -: got '$got'"; cat "$tmp/stderr"; fi
+  # Through loomrun as a user types it (no flag: loomrun does not prefix).
+  if timeout -k 5 70 "$LOOMRUN" -n 2 "$LOOMPERF" -b 8 -e 1K -f 8 -n 2 -w 1 --json - 2>/dev/null |
+     "$PY" -m json.tool >/dev/null; then
+    pass "loomrun -n 2 loom-perf --json - | python3 -m json.tool"; else
+    fail "loomrun -n 2 loom-perf --json - | python3 -m json.tool"; fi
+  got=$(timeout -k 5 70 "$LOOMRUN" -n 2 "$LOOMPERF" -b 8 -e 1K -f 8 -n 2 -w 1 --csv - 2>/dev/null |
+    "$PY" -c '
+import csv, sys
+rows = list(csv.reader(sys.stdin))
+print(len(rows), all(len(r) == len(rows[0]) for r in rows))' 2>&1)
+  if [ "$got" = "4 True" ]; then pass "loomrun -n 2 loom-perf --csv - parses as CSV (a header and 3 rows)"; else
+    fail "loomrun -n 2 loom-perf --csv -: got '$got'"; fi
 fi
 
 # ---- -m, -z, -a: every run checked, #wrong 0 ----------------------------------

@@ -18,9 +18,9 @@ export LOOM_BOOTSTRAP_TIMEOUT=20
 # Job A's rank 1 arrives late; job B starts meanwhile with A's address.
 port=$(free_port)
 ( LOOM_COMM_ID=127.0.0.1:$port JOB_VALUE=1 PROBE_DELAY_MS=2500 \
-    timeout -k 5 60 "$LOOMRUN" --timeout 50 -n 2 "$JP" >"$tmp/a" 2>&1; echo $? >"$tmp/a.rc" ) &
+    timeout -k 5 60 "$LOOMRUN" --tag-output --timeout 50 -n 2 "$JP" >"$tmp/a" 2>&1; echo $? >"$tmp/a.rc" ) &
 sleep 0.7
-LOOM_COMM_ID=127.0.0.1:$port JOB_VALUE=1000 timeout -k 5 60 "$LOOMRUN" --timeout 50 -n 2 "$JP" \
+LOOM_COMM_ID=127.0.0.1:$port JOB_VALUE=1000 timeout -k 5 60 "$LOOMRUN" --tag-output --timeout 50 -n 2 "$JP" \
   >"$tmp/b" 2>&1
 echo $? >"$tmp/b.rc"
 # loomrun ends job B when its rank 0 fails; B's rank 1 alone, as another

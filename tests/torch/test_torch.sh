@@ -68,6 +68,11 @@ for model in mlp embedding; do
   fi
 done
 
+# The same example under loomrun, which sets torch's RANK, WORLD_SIZE,
+# MASTER_ADDR and MASTER_PORT (env://) as torchrun does.
+run_ranks 2 90 "$PY" "$example" --backend loom --model mlp --steps 3 --warmup 1 --timeout 60
+expect_count "loom, 2 ranks, mlp: mean step" 1 "loomrun -n 2 python3 train_ddp.py: env:// from loomrun's variables"
+
 sleep 0.2
 if pgrep -f "$here/torch_" >/dev/null; then
   fail "ranks left behind: $(pgrep -af "$here/torch_" | head -3)"

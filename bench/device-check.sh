@@ -55,7 +55,7 @@ for n in 2 4; do
 done
 check $RUN -n 2 "$B/tests/ranks/coll_test" -d cuda -s 1,4099,300007 -t float32,bfloat16 -o sum,avg,premulsum
 step "device_test on CUDA: API, 100 two-stream iterations, host functions"
-check $RUN -n 2 "$B/tests/ranks/device_test" -d cuda -p api,order,hostfn -i 100
+check $RUN -n 2 "$B/tests/ranks/device_test" -d cuda -p api,order,hostfn,group -i 100
 
 step "bandwidth: the GPU's device-to-device copy (ceiling)"
 "$B/cuda_d2d" -b 8 -e 268435456 -n 20 -w 5

@@ -9,6 +9,7 @@
 #include "api/comm.h"
 #include "api/task.h"
 #include "core/error.h"
+#include "device/device.h"
 #include "device/reduce.h"
 
 #include <string.h>
@@ -49,6 +50,13 @@ loomResult_t loomRedOpCreatePreMulSum(loomRedOp_t *op, void *scalar, loomDataTyp
     return BAD("%s: %s is NULL", fn, op == NULL ? "op" : "scalar");
   if ((int)datatype < 0 || datatype >= loomNumTypes)
     return BAD("%s: invalid datatype %d", fn, (int)datatype);
+  const struct loom_device_ops *ops;
+  uintptr_t base;
+  size_t size;
+  loomDevice_t where = loom_device_of(scalar, &ops, &base, &size);
+  if (residence == loomScalarHostImmediate && where != loomDeviceHost)
+    return BAD("%s: scalar %p is %s device memory, but loomScalarHostImmediate reads it "
+               "from the host: pass a host copy", fn, scalar, loom_device_name(where));
   if (residence != loomScalarHostImmediate)
     return BAD("%s: residence %d is not supported (host streams read the scalar from host "
                "memory: use loomScalarHostImmediate)",

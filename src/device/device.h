@@ -82,6 +82,10 @@ struct loom_device_ops {
   /* loomSuccess when the work before the last record is done, else
    * loomInProgress; never blocks. */
   loomResult_t (*event_query)(void *event);
+  /* Later work on the stream waits for the event's last record, on the
+   * device: no host thread (nor a backend's callback thread) blocks.  The
+   * event may be destroyed right after the call. */
+  loomResult_t (*stream_wait_event)(void *native, void *event);
 };
 
 /* The device module (libloom-dev-cuda.so) exports this, named

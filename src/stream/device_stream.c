@@ -41,6 +41,7 @@ struct loom_device_work {
   pthread_mutex_t lock;
   pthread_cond_t cv;
   int done;
+  int skip; /* queuing failed: the collective must not run (the call said so) */
   atomic_int refs; /* the worker's task and the native stream's */
   struct loom_device_work *next; /* on s->retired */
 };
@@ -197,8 +198,8 @@ static loomResult_t wait_inputs(struct loom_device_work *w) {
 
 static loomResult_t work_run(struct loom_task *t) {
   struct loom_device_work *w = (struct loom_device_work *)t;
-  loomResult_t res = wait_inputs(w);
-  if (res == loomSuccess)
+  loomResult_t res = w->skip ? loomSuccess : wait_inputs(w);
+  if (res == loomSuccess && !w->skip)
     res = w->inner->run(w->inner);
   pthread_mutex_lock(&w->lock);
   w->done = 1; /* the native stream goes on, also after a failure */
@@ -213,19 +214,55 @@ static void work_release(struct loom_task *t) {
   put_work(w);
 }
 
-/* Queues the native side of w; once the hold is queued the worker's task
- * must run (it releases the hold), so a later failure is only reported. */
-static loomResult_t queue_native(struct loom_device_work *w, int *hold_queued) {
+/* What of w's native side got queued. */
+struct queued {
+  int any;     /* something: from then on only the native stream may free w */
+  int release; /* the native side's own release */
+};
+
+static loomResult_t queue_native(struct loom_device_work *w, struct queued *q) {
   loomStream_t s = w->s;
-  *hold_queued = 0;
-  if (w->stage.dev != NULL)
-    LOOM_CHECK(loom_stage_run_async(&w->stage, 1, s->native));
+  int before = w->stage.nin;
+  for (int i = 0; i < before; i++) {
+    LOOM_CHECK(s->dev->memcpy_async(w->stage.in[i].dst, w->stage.in[i].src,
+                                    w->stage.in[i].bytes, s->native));
+    q->any = 1;
+  }
   LOOM_CHECK(s->dev->event_record(w->ev_in, s->native));
+  q->any = 1;
   LOOM_CHECK(s->dev->host_func(s->native, hold_until_done, w));
-  *hold_queued = 1;
   if (w->stage.dev != NULL)
     LOOM_CHECK(loom_stage_run_async(&w->stage, 0, s->native));
-  return s->dev->host_func(s->native, native_release, w);
+  LOOM_CHECK(s->dev->host_func(s->native, native_release, w));
+  q->release = 1;
+  return loomSuccess;
+}
+
+/* Hands w to the worker; a refused submit must still let the native
+ * stream go on. */
+static loomResult_t submit_work(struct loom_device_work *w) {
+  atomic_fetch_add(&w->refs, 1); /* w outlives a refused submit */
+  loomResult_t sub = loom_stream_submit(w->s, &w->base);
+  if (sub != loomSuccess) { /* never to run: release the hold */
+    pthread_mutex_lock(&w->lock);
+    w->done = 1;
+    pthread_cond_broadcast(&w->cv);
+    pthread_mutex_unlock(&w->lock);
+  }
+  put_work(w);
+  return sub;
+}
+
+/* Queuing failed after part of it reached the native stream: the
+ * collective is skipped (the call returns the error), the native stream
+ * drained so that no queued copy still uses w's blocks, and the native
+ * side's reference dropped if its release never got queued. */
+static void abandon(struct loom_device_work *w, const struct queued *q) {
+  w->skip = 1;
+  (void)submit_work(w);
+  (void)w->s->dev->stream_sync(w->s->native);
+  if (!q->release)
+    put_work(w);
 }
 
 loomResult_t loom_stream_submit_staged(loomStream_t s, struct loom_task *t,
@@ -241,37 +278,29 @@ loomResult_t loom_stream_submit_staged(loomStream_t s, struct loom_task *t,
   }
   reap(s);
   struct loom_device_work *w = calloc(1, sizeof *w);
-  loomResult_t res = w == NULL ? loom_error(loomSystemError, LOOM_LOG_COLL,
-                                            "out of memory queueing on a device stream")
-                               : loomSuccess;
-  if (res == loomSuccess) {
-    *w = (struct loom_device_work){.base = {.run = work_run, .release = work_release},
-                                   .inner = t, .s = s, .stage = *stage};
-    *stage = (struct loom_stage){0};
-    pthread_mutex_init(&w->lock, NULL);
-    pthread_cond_init(&w->cv, NULL);
-    atomic_init(&w->refs, 2);
-    res = s->dev->event_create(&w->ev_in);
+  if (w == NULL) {
+    loom_stage_free(stage);
+    t->release(t);
+    return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory queueing on a device stream");
   }
-  int hold_queued = 0;
+  *w = (struct loom_device_work){.base = {.run = work_run, .release = work_release},
+                                 .inner = t, .s = s, .stage = *stage};
+  *stage = (struct loom_stage){0};
+  pthread_mutex_init(&w->lock, NULL);
+  pthread_cond_init(&w->cv, NULL);
+  atomic_init(&w->refs, 2);
+  loomResult_t res = s->dev->event_create(&w->ev_in);
+  struct queued q = {0};
   if (res == loomSuccess)
-    res = queue_native(w, &hold_queued);
-  if (hold_queued) { /* the worker's task runs whatever happened after */
-    atomic_fetch_add(&w->refs, 1); /* w outlives a refused submit */
-    loomResult_t sub = loom_stream_submit(s, &w->base);
-    if (sub != loomSuccess) { /* never to run: let the native stream go on */
-      pthread_mutex_lock(&w->lock);
-      w->done = 1;
-      pthread_cond_broadcast(&w->cv);
-      pthread_mutex_unlock(&w->lock);
-    }
-    put_work(w);
-    return res != loomSuccess ? res : sub;
+    res = queue_native(w, &q);
+  if (res == loomSuccess)
+    return submit_work(w);
+  if (q.any) {
+    abandon(w, &q);
+    return res;
   }
-  loom_stage_free(stage);
   t->release(t);
-  if (w != NULL)
-    free_work(w);
+  free_work(w);
   return res;
 }
 
@@ -344,8 +373,10 @@ loomResult_t loomMemcpyAsync(void *dst, const void *src, size_t bytes, loomStrea
                       "loomStreamCreateOnDevice(&s, %s))", fn, ops->name,
                       loom_device_name(sdev), ops->device == loomDeviceSim ? "loomDeviceSim"
                                                                            : "loomDeviceCuda");
-  if (stream->dev != NULL)
+  if (stream->dev != NULL && ops->device != loomDeviceHost)
     return stream->dev->memcpy_async(dst, src, bytes, stream->native);
+  /* host to host: a host function in the stream's order (a backend's
+   * async copy of two host buffers may run at once, as CUDA's does) */
   struct copy_arg *c = malloc(sizeof *c);
   if (c == NULL)
     return loom_error(loomSystemError, LOOM_LOG_INIT, "%s: out of memory", fn);

@@ -12,6 +12,7 @@
 #include "stream/stream.h"
 #include "stream/stream_internal.h"
 #include "core/error.h"
+#include "device/device.h"
 
 #include <pthread.h>
 #include <stdint.h>
@@ -23,7 +24,20 @@ struct loom_event_record {
   int done;
   int refs; /* the event, the marker task, and each waiter */
   pthread_cond_t cv;
+  /* Recorded on a device stream: the backend's event too, so that device
+   * streams wait for it on the device (stream_wait_event) rather than in
+   * a blocking host function (CUDA may run the host functions of all
+   * streams on one thread: a blocked one would stall the marker it waits
+   * for). */
+  const struct loom_device_ops *dev;
+  void *dev_event;
+  struct loom_event_record *next_dead; /* on `dead`, waiting for its event's destroy */
 };
+
+/* Records whose backend event must still be destroyed: the last reference
+ * may go in a backend's host function, which must not call the backend;
+ * they are freed by the next event call on a user's thread. */
+static struct loom_event_record *dead;
 
 struct loomEvent {
   uint32_t magic; /* first, so that a bad handle is caught by a read */
@@ -60,16 +74,49 @@ void loom_event_record_wait(struct loom_event_record *rec) {
   pthread_mutex_unlock(&event_lock);
 }
 
+static void free_record(struct loom_event_record *rec) {
+  if (rec->dev_event != NULL)
+    rec->dev->event_destroy(rec->dev_event);
+  pthread_cond_destroy(&rec->cv);
+  free(rec);
+}
+
 void loom_event_record_put(struct loom_event_record *rec) {
   if (rec == NULL)
     return;
   pthread_mutex_lock(&event_lock);
   int last = --rec->refs == 0;
-  pthread_mutex_unlock(&event_lock);
-  if (last) {
-    pthread_cond_destroy(&rec->cv);
-    free(rec);
+  if (last && rec->dev_event != NULL) { /* maybe on a backend's thread: later */
+    rec->next_dead = dead;
+    dead = rec;
+    last = 0;
   }
+  pthread_mutex_unlock(&event_lock);
+  if (last)
+    free_record(rec);
+}
+
+/* Frees the dead records (on a user's thread). */
+static void reap_dead(void) {
+  pthread_mutex_lock(&event_lock);
+  struct loom_event_record *rec = dead;
+  dead = NULL;
+  pthread_mutex_unlock(&event_lock);
+  while (rec != NULL) {
+    struct loom_event_record *next = rec->next_dead;
+    free_record(rec);
+    rec = next;
+  }
+}
+
+int loom_event_record_wait_on_device(struct loom_event_record *rec, loomStream_t stream,
+                                     const struct loom_device_ops *dev, void *native,
+                                     loomResult_t *res) {
+  (void)stream;
+  if (rec->dev != dev || rec->dev_event == NULL || dev->stream_wait_event == NULL)
+    return 0;
+  *res = dev->stream_wait_event(native, rec->dev_event);
+  return 1;
 }
 
 /* Makes `rec` (or nothing pending, when NULL) the event's latest record,
@@ -146,6 +193,22 @@ loomResult_t loomEventRecord(loomEvent_t event, loomStream_t stream) {
     return init;
   }
   rec->refs = 2; /* the event's and the marker's */
+  reap_dead();
+  if (stream->dev != NULL && stream->dev->stream_wait_event != NULL) {
+    loomResult_t dres = stream->dev->event_create(&rec->dev_event);
+    if (dres == loomSuccess) {
+      rec->dev = stream->dev;
+      dres = rec->dev->event_record(rec->dev_event, stream->native);
+    }
+    if (dres != loomSuccess) {
+      if (rec->dev_event != NULL)
+        rec->dev->event_destroy(rec->dev_event);
+      pthread_cond_destroy(&rec->cv);
+      free(rec);
+      free(m);
+      return dres;
+    }
+  }
   m->base.run = marker_run;
   m->base.release = marker_release;
   m->rec = rec;
@@ -181,6 +244,7 @@ loomResult_t loomEventQuery(loomEvent_t event) {
 
 loomResult_t loomEventDestroy(loomEvent_t event) {
   LOOM_CHECK(loom_event_check(event, "loomEventDestroy"));
+  reap_dead();
   event->magic = 0;
   replace_record(event, NULL); /* a pending marker keeps its own reference */
   free(event);

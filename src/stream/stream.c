@@ -255,6 +255,12 @@ loomResult_t loomStreamWaitEvent(loomStream_t stream, loomEvent_t event) {
   struct loom_event_record *rec = loom_event_record_get(event);
   if (rec == NULL)
     return loomSuccess; /* nothing pending: no need to wait */
+  loomResult_t dres;
+  if (stream->dev != NULL &&
+      loom_event_record_wait_on_device(rec, stream, stream->dev, stream->native, &dres)) {
+    loom_event_record_put(rec);
+    return dres;
+  }
   struct wait_task *w = calloc(1, sizeof *w);
   if (w == NULL) {
     loom_event_record_put(rec);

@@ -71,6 +71,13 @@ void loom_event_record_wait(struct loom_event_record *rec);
 /* Drops a reference taken by loom_event_record_get. */
 void loom_event_record_put(struct loom_event_record *rec);
 
+/* A device stream's wait for rec done on the device, when rec was
+ * recorded on a stream of the same backend: 1 with the backend's result
+ * in *res; 0 when it must be waited for on the host instead. */
+int loom_event_record_wait_on_device(struct loom_event_record *rec, loomStream_t stream,
+                                     const struct loom_device_ops *dev, void *native,
+                                     loomResult_t *res);
+
 /* ---- device streams (device_stream.c) ---- */
 
 /* Queues fn(arg) in the stream's order: a task on a host stream's worker,

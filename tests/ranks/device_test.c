@@ -9,9 +9,12 @@
  *            waiting for it, all-gather, download, with no host sync
  *            until the end of each iteration, checked exactly;
  *   hostfn   loomLaunchHostFunc on a device stream runs after the work
- *            queued before it.
+ *            queued before it;
+ *   group    calls of one group that read what an earlier call of the
+ *            group wrote (a -> b, then b -> c; two in place on c) see it,
+ *            with stream NULL and on a device stream.
  *
- *   device_test [-d sim|cuda] [-i iterations] [-p api,fault,order,hostfn]
+ *   device_test [-d sim|cuda] [-i iterations] [-p api,fault,order,hostfn,group]
  */
 #include "loom.h"
 
@@ -200,9 +203,46 @@ static void test_hostfn(loomComm_t comm) {
   free(seen.host);
 }
 
+/* In one group: b = sum(a), c = sum(b), then c summed twice in place:
+ * every rank's a is 1, so b = n, c = n * n, then n^3, then n^4. */
+static void group_once(loomComm_t comm, loomStream_t s, int64_t *d, const char *how) {
+  const size_t count = 1000;
+  int64_t *a = d, *b = d + count, *c = d + 2 * count;
+  int64_t *host = malloc(3 * count * sizeof(int64_t));
+  for (size_t i = 0; i < 3 * count; i++)
+    host[i] = i < count ? 1 : -7;
+  CHECK_LOOM(loomMemcpyAsync(d, host, 3 * count * sizeof(int64_t), s));
+  CHECK_LOOM(loomGroupStart());
+  CHECK_LOOM(loomAllReduce(a, b, count, loomInt64, loomSum, comm, s));
+  CHECK_LOOM(loomAllReduce(b, c, count, loomInt64, loomSum, comm, s));
+  CHECK_LOOM(loomAllReduce(c, c, count, loomInt64, loomSum, comm, s));
+  CHECK_LOOM(loomAllReduce(c, c, count, loomInt64, loomSum, comm, s));
+  CHECK_LOOM(loomGroupEnd());
+  CHECK_LOOM(loomMemcpyAsync(host, d, 3 * count * sizeof(int64_t), s));
+  if (s != NULL)
+    CHECK_LOOM(loomStreamSynchronize(s));
+  int64_t n = nranks, want[3] = {1, n, n * n * n * n};
+  for (size_t i = 0; i < 3 * count; i++)
+    if (host[i] != want[i / count])
+      FAIL("group of dependent calls (%s): %c[%zu] = %lld, expected %lld", how,
+           "abc"[i / count], i % count, (long long)host[i], (long long)want[i / count]);
+  free(host);
+}
+
+static void test_group(loomComm_t comm) {
+  int64_t *d;
+  CHECK_LOOM(loomMemAlloc((void **)&d, 3000 * sizeof(int64_t), dev));
+  group_once(comm, NULL, d, "stream NULL");
+  loomStream_t s;
+  CHECK_LOOM(loomStreamCreateOnDevice(&s, dev));
+  group_once(comm, s, d, "device stream");
+  CHECK_LOOM(loomStreamDestroy(s));
+  CHECK_LOOM(loomMemFree(d));
+}
+
 int main(int argc, char **argv) {
   int iterations = 100;
-  const char *parts = "api,fault,order,hostfn";
+  const char *parts = "api,fault,order,hostfn,group";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "-d") == 0)
       dev = strcmp(argv[i + 1], "cuda") == 0 ? loomDeviceCuda : loomDeviceSim;
@@ -227,6 +267,8 @@ int main(int argc, char **argv) {
     test_order(comm, iterations);
   if (strstr(parts, "hostfn"))
     test_hostfn(comm);
+  if (strstr(parts, "group"))
+    test_group(comm);
   CHECK_LOOM(loomCommDestroy(comm));
   printf("device_test rank %d of %d: %s passed (%d ordering iterations)\n", rank, nranks, parts,
          iterations);

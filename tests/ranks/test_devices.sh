@@ -31,7 +31,7 @@ expect_count "cases passed" 3 "sim buffers above the pipeline chunk, 3 ranks"
 for n in 1 2 3; do
   run_ranks $n 300 "$DT" -i 100
   expect_count "device_test rank .*passed (100 ordering iterations)" $n \
-    "device API errors, fault on host access, 100 two-stream iterations, $n ranks"
+    "device API errors, fault on host access, 100 two-stream iterations, dependent calls in a group, $n ranks"
 done
 # No delay at all must order as well as long ones.
 LOOM_SIM_DELAY_US=0 run_ranks 2 300 "$DT" -p order -i 50
@@ -46,7 +46,7 @@ if "$LOOMINFO" | grep -q '^devices:.* cuda' && command -v nvidia-smi >/dev/null 
    nvidia-smi -L >/dev/null 2>&1; then
   run_ranks 2 300 "$CT" -d cuda -S 1 -s $sizes
   expect_count "cases passed" 2 "collective matrix on CUDA buffers on a CUDA stream, 2 ranks"
-  run_ranks 2 300 "$DT" -d cuda -p api,order,hostfn -i 100
+  run_ranks 2 300 "$DT" -d cuda -p api,order,hostfn,group -i 100
   expect_count "passed (100 ordering" 2 "CUDA streams: 100 two-stream iterations"
 elif "$LOOMINFO" | grep -q '^devices:.* cuda'; then
   # The module is built but there is no GPU: a clear error, not a crash.

@@ -210,6 +210,11 @@ static loomResult_t event_query(void *event) {
   return query_result(cudaEventQuery((cudaEvent_t)event), "cudaEventQuery");
 }
 
+static loomResult_t stream_wait_event(void *native, void *event) {
+  return cuda_check(cudaStreamWaitEvent((cudaStream_t)native, (cudaEvent_t)event, 0),
+                    "cudaStreamWaitEvent");
+}
+
 const struct loom_device_ops loom_device_cuda_ops = {
     .struct_size = sizeof(struct loom_device_ops),
     .device = loomDeviceCuda,
@@ -233,4 +238,5 @@ const struct loom_device_ops loom_device_cuda_ops = {
     .event_destroy = event_destroy,
     .event_record = event_record,
     .event_query = event_query,
+    .stream_wait_event = stream_wait_event,
 };

@@ -36,7 +36,7 @@ struct loom_sim_stream;
 struct loom_sim_event;
 
 enum loom_sim_op_kind { LOOM_SIM_COPY, LOOM_SIM_REDUCE, LOOM_SIM_PREMUL, LOOM_SIM_SCALE,
-                        LOOM_SIM_HOST_FUNC, LOOM_SIM_EVENT };
+                        LOOM_SIM_HOST_FUNC, LOOM_SIM_EVENT, LOOM_SIM_WAIT };
 
 struct loom_sim_op {
   enum loom_sim_op_kind kind;
@@ -70,5 +70,8 @@ loomResult_t loom_sim_event_record(void *event, void *native);
 loomResult_t loom_sim_event_query(void *event);
 /* Called by the stream when it reaches the record numbered seq. */
 void loom_sim_event_reached(struct loom_sim_event *ev, uint64_t seq);
+/* Queues on the stream a wait for the event's last record (the event is
+ * kept alive by the queued wait). */
+loomResult_t loom_sim_stream_wait_event(void *native, void *event);
 
 #endif

@@ -8,6 +8,7 @@
 #include "device/sim/sim.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "device/reduce.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -44,7 +45,7 @@ static loomResult_t premul_async(void *dst, const void *src, size_t count, loomD
                                  const void *scalar, void *native) {
   struct loom_sim_op o = {.kind = LOOM_SIM_PREMUL, .dst = dst, .a = src, .count = count,
                           .dt = dt};
-  memcpy(o.scalar, scalar, sizeof o.scalar);
+  memcpy(o.scalar, scalar, loom_datatype_size(dt)); /* one element, not 8 bytes */
   return loom_sim_stream_push(native, &o);
 }
 
@@ -83,4 +84,5 @@ const struct loom_device_ops loom_device_sim_ops = {
     .event_destroy = loom_sim_event_destroy,
     .event_record = loom_sim_event_record,
     .event_query = loom_sim_event_query,
+    .stream_wait_event = loom_sim_stream_wait_event,
 };

@@ -38,7 +38,22 @@ struct loom_sim_stream {
 
 struct loom_sim_event {
   _Atomic uint64_t recorded, reached;
+  atomic_int refs; /* its creator's, and each queued wait's */
 };
+
+static void event_put(struct loom_sim_event *ev) {
+  if (atomic_fetch_sub(&ev->refs, 1) == 1)
+    free(ev);
+}
+
+/* Blocks this stream's worker until ev reached seq (napping 20 us). */
+static void wait_reached(struct loom_sim_event *ev, uint64_t seq) {
+  while (atomic_load(&ev->reached) < seq) {
+    struct timespec nap = {.tv_nsec = 20000};
+    nanosleep(&nap, NULL);
+  }
+  event_put(ev);
+}
 
 /* ---- running one op ---- */
 
@@ -92,6 +107,9 @@ loomResult_t loom_sim_op_run(const struct loom_sim_op *op, char *text, size_t le
     break;
   case LOOM_SIM_EVENT:
     loom_sim_event_reached(op->event, op->event_seq);
+    break;
+  case LOOM_SIM_WAIT:
+    wait_reached(op->event, op->event_seq);
     break;
   }
   return loomSuccess;
@@ -221,11 +239,23 @@ loomResult_t loom_sim_event_create(void **event) {
   struct loom_sim_event *ev = calloc(1, sizeof *ev);
   if (ev == NULL)
     return loom_error(loomSystemError, LOOM_LOG_INIT, "simulated device: out of memory");
+  atomic_init(&ev->refs, 1);
   *event = ev;
   return loomSuccess;
 }
 
-void loom_sim_event_destroy(void *event) { free(event); }
+void loom_sim_event_destroy(void *event) { event_put(event); }
+
+loomResult_t loom_sim_stream_wait_event(void *native, void *event) {
+  struct loom_sim_event *ev = event;
+  struct loom_sim_op op = {.kind = LOOM_SIM_WAIT, .event = ev,
+                           .event_seq = atomic_load(&ev->recorded)};
+  atomic_fetch_add(&ev->refs, 1);
+  loomResult_t res = loom_sim_stream_push(native, &op);
+  if (res != loomSuccess)
+    event_put(ev);
+  return res;
+}
 
 loomResult_t loom_sim_event_record(void *event, void *native) {
   struct loom_sim_event *ev = event;

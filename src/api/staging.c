@@ -17,6 +17,7 @@
 #include "api/comm.h"
 #include "api/task.h"
 #include "core/error.h"
+#include "device/reduce.h"
 #include "device/stage.h"
 
 #include <stdint.h>

@@ -46,7 +46,7 @@ static void expect_error(const char *what, loomResult_t got, loomResult_t want,
 
 static void test_api(loomComm_t comm) {
   loomDevice_t d;
-  int *plain = malloc(64);
+  int *plain = calloc(16, sizeof(int));
   CHECK_LOOM(loomPointerGetDevice(plain, &d));
   if (d != loomDeviceHost)
     FAIL("malloc'd memory classified as device %d", (int)d);

@@ -49,11 +49,13 @@ static loomComm_t g_comm; /* set once the communicator exists */
 static int g_rank = -1;
 static const perf_launch_t *g_launch; /* for MPI_Abort under MPI */
 
-static void die_loom(const char *what, loomResult_t res, int line) {
+/* "loom-perf: rank 0: loomMemAlloc failed: invalid usage: <Loom's text>":
+ * the call's name (not its source text) and what Loom said. */
+static void die_loom(const char *what, loomResult_t res) {
   const char *detail = loomGetLastError(g_comm);
-  fprintf(stderr, "loom-perf: rank %d: %s failed (line %d): %s (%d): %s\n",
-          g_rank, what, line, loomGetErrorString(res), (int)res,
-          detail && *detail ? detail : "(no further details)");
+  int name_len = (int)strcspn(what, "(");
+  fprintf(stderr, "loom-perf: rank %d: %.*s failed: %s: %s\n", g_rank, name_len, what,
+          loomGetErrorString(res), detail && *detail ? detail : "(no further details)");
   if (g_comm != NULL)
     loomCommAbort(g_comm); /* make the peers fail fast instead of hanging */
   perf_launch_abort(g_launch, 1);
@@ -63,7 +65,7 @@ static void die_loom(const char *what, loomResult_t res, int line) {
   do {                                                                         \
     loomResult_t res_ = (call);                                                \
     if (res_ != loomSuccess)                                                   \
-      die_loom(#call, res_, __LINE__);                                         \
+      die_loom(#call, res_);                                                   \
   } while (0)
 
 static void out_of_memory(void) {

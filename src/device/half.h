@@ -25,13 +25,21 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline uint32_t loom_f32_bits(float f) {
+/* Host code everywhere; also device code in the CUDA backend's kernels
+ * (cuda/kernels.cu), which must convert exactly as the host does. */
+#ifdef __CUDACC__
+#define LOOM_HALF_FN static inline __host__ __device__
+#else
+#define LOOM_HALF_FN static inline
+#endif
+
+LOOM_HALF_FN uint32_t loom_f32_bits(float f) {
   uint32_t u;
   memcpy(&u, &f, sizeof u);
   return u;
 }
 
-static inline float loom_bits_f32(uint32_t u) {
+LOOM_HALF_FN float loom_bits_f32(uint32_t u) {
   float f;
   memcpy(&f, &u, sizeof f);
   return f;
@@ -39,7 +47,7 @@ static inline float loom_bits_f32(uint32_t u) {
 
 /* ---- IEEE binary16 ------------------------------------------------------- */
 
-static inline float loom_half_to_float(uint16_t h) {
+LOOM_HALF_FN float loom_half_to_float(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t exp = (h >> 10) & 0x1fu;
   uint32_t mant = h & 0x3ffu;
@@ -56,7 +64,7 @@ static inline float loom_half_to_float(uint16_t h) {
   return loom_bits_f32(sign | ((exp + (127u - 15u)) << 23) | (mant << 13));
 }
 
-static inline uint16_t loom_float_to_half(float f) {
+LOOM_HALF_FN uint16_t loom_float_to_half(float f) {
   uint32_t x = loom_f32_bits(f);
   uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
   uint32_t ax = x & 0x7fffffffu;
@@ -92,12 +100,12 @@ static inline uint16_t loom_float_to_half(float f) {
 
 /* ---- bfloat16 ------------------------------------------------------------ */
 
-static inline float loom_bf16_to_float(uint16_t b) {
+LOOM_HALF_FN float loom_bf16_to_float(uint16_t b) {
   return loom_bits_f32((uint32_t)b << 16);
 }
 
 /* Written without branches so that loops over it vectorise. */
-static inline uint16_t loom_float_to_bf16(float f) {
+LOOM_HALF_FN uint16_t loom_float_to_bf16(float f) {
   uint32_t x = loom_f32_bits(f);
   uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
   uint32_t quiet_nan = (x >> 16) | 0x0040u;

@@ -13,9 +13,8 @@
  *    (smaller), else y — the host's expression, not fmaxf/fminf.
  *  - float16 and bfloat16 widen to float32, combine, and round back to
  *    nearest even after every step.  The conversions are device/half.h's
- *    integer code restated below (no cuda_fp16/cuda_bf16 intrinsics, whose
- *    NaN payloads need not match F16C's).  They are __host__ __device__,
- *    so a host program can include this file and compare them with half.h.
+ *    own integer code, compiled __host__ __device__ (no cuda_fp16/cuda_bf16
+ *    intrinsics, whose NaN payloads need not match F16C's).
  *  - scale_avg: integers divide in C (truncating toward zero), float32 by
  *    (float)n, float64 by (double)n, float16/bfloat16 in float32.
  * nvcc's defaults keep float division and arithmetic IEEE-exact (-prec-div
@@ -27,6 +26,7 @@
  * every index is read and written by one thread, so dst may be a and/or b.
  */
 #include "kernels.h"
+#include "device/half.h" /* the host's conversions, compiled for the device too */
 
 #include <stdint.h>
 #include <string.h>
@@ -34,75 +34,6 @@
 #define LOOM_HD __host__ __device__ __forceinline__
 
 namespace {
-
-/* ---- float32 <-> float16 / bfloat16, as device/half.h ---------------------- */
-
-LOOM_HD uint32_t f32_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-LOOM_HD float bits_f32(uint32_t u) {
-  float f;
-  memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-LOOM_HD float half_to_float(uint16_t h) {
-  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1fu) { /* Inf, or NaN made quiet with its payload kept */
-    uint32_t quiet = mant ? 0x00400000u : 0u;
-    return bits_f32(sign | 0x7f800000u | quiet | (mant << 13));
-  }
-  if (exp == 0) /* zero or subnormal: mant * 2^-24, exact (and normal) in float32 */
-    return bits_f32(sign | f32_bits((float)mant * 0x1p-24f));
-  return bits_f32(sign | ((exp + (127u - 15u)) << 23) | (mant << 13));
-}
-
-/* A float32 below 2^-14 in magnitude (ax, no sign) as a subnormal half:
- * m * 2^(e-150) in units of 2^-24 is m >> (126 - e), shift 14..24, rounded
- * to nearest even (0x400, the smallest normal, is a correct result). */
-LOOM_HD uint16_t half_subnormal(uint32_t ax) {
-  uint32_t e = ax >> 23;
-  uint32_t m = (ax & 0x7fffffu) | 0x800000u;
-  uint32_t s = 126u - e;
-  uint32_t q = m >> s;
-  uint32_t rem = m & ((1u << s) - 1u);
-  uint32_t halfway = 1u << (s - 1u);
-  if (rem > halfway || (rem == halfway && (q & 1u)))
-    q++;
-  return (uint16_t)q;
-}
-
-LOOM_HD uint16_t float_to_half(float f) {
-  uint32_t x = f32_bits(f);
-  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
-  uint32_t ax = x & 0x7fffffffu;
-  if (ax > 0x7f800000u) /* NaN: quiet, top payload bits kept */
-    return (uint16_t)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
-  if (ax >= 0x477ff000u) /* >= 65520, and Inf: Inf */
-    return (uint16_t)(sign | 0x7c00u);
-  if (ax >= 0x38800000u) { /* normal: rebias, round 13 bits to nearest even */
-    uint32_t r = ax - ((127u - 15u) << 23);
-    r += 0x0fffu + ((r >> 13) & 1u);
-    return (uint16_t)(sign | (r >> 13));
-  }
-  if (ax < 0x33000000u) /* < 2^-25: zero (2^-25 itself is a tie, to even) */
-    return sign;
-  return (uint16_t)(sign | half_subnormal(ax));
-}
-
-LOOM_HD float bf16_to_float(uint16_t b) { return bits_f32((uint32_t)b << 16); }
-
-LOOM_HD uint16_t float_to_bf16(float f) {
-  uint32_t x = f32_bits(f);
-  uint32_t rounded = (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;
-  uint32_t quiet_nan = (x >> 16) | 0x0040u;
-  return (uint16_t)((x & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded);
-}
 
 /* ---- element types ---------------------------------------------------------- */
 
@@ -122,17 +53,17 @@ template <class T> struct Arith {
 };
 template <> struct Arith<f16> {
   typedef float calc;
-  static LOOM_HD float widen(f16 x) { return half_to_float(x.bits); }
+  static LOOM_HD float widen(f16 x) { return loom_half_to_float(x.bits); }
   static LOOM_HD f16 narrow(float f) {
-    f16 h = {float_to_half(f)};
+    f16 h = {loom_float_to_half(f)};
     return h;
   }
 };
 template <> struct Arith<bf16> {
   typedef float calc;
-  static LOOM_HD float widen(bf16 x) { return bf16_to_float(x.bits); }
+  static LOOM_HD float widen(bf16 x) { return loom_bf16_to_float(x.bits); }
   static LOOM_HD bf16 narrow(float f) {
-    bf16 b = {float_to_bf16(f)};
+    bf16 b = {loom_float_to_bf16(f)};
     return b;
   }
 };

@@ -59,7 +59,7 @@ static loomResult_t check_inplace(const char *fn, const void *small, size_t smal
   return loomSuccess;
 }
 
-static loomResult_t check_alltoallv(const struct loom_call *c, const char *fn, size_t esize) {
+static loomResult_t check_alltoallv(struct loom_call *c, const char *fn, size_t esize) {
   int n = c->comm->nranks;
   const size_t *sc = c->v, *sd = c->v + n, *rc = c->v + 2 * n, *rd = c->v + 3 * n;
   size_t send_end = 0, recv_end = 0, end;
@@ -87,6 +87,8 @@ static loomResult_t check_alltoallv(const struct loom_call *c, const char *fn, s
                    i, j);
   LOOM_CHECK(check_null(fn, "sendbuff", c->sendbuff, send_end));
   LOOM_CHECK(check_null(fn, "recvbuff", c->recvbuff, recv_end));
+  c->send_bytes = c->sendbuff != NULL ? send_end : 0; /* what call_spans gives the others */
+  c->recv_bytes = c->recvbuff != NULL ? recv_end : 0;
   if (overlaps(c->sendbuff, send_end, c->recvbuff, recv_end))
     return BAD("%s: sendbuff and recvbuff overlap (all-to-all cannot run in place)", fn);
   return loomSuccess;
@@ -183,17 +185,9 @@ static loomResult_t check_args(struct loom_call *c, const char *fn) {
   }
 }
 
-/* The bytes of an all-to-all-v this rank reads (send) or writes. */
-static size_t alltoallv_end(const size_t *counts, const size_t *displs, int n, size_t esize) {
-  size_t end = 0;
-  for (int j = 0; j < n; j++)
-    if (counts[j] > 0 && (displs[j] + counts[j]) * esize > end)
-      end = (displs[j] + counts[j]) * esize;
-  return end;
-}
-
 /* What this rank reads from sendbuff and writes to recvbuff (the checks
- * above made sure these products do not overflow). */
+ * above made sure these products do not overflow; all-to-all-v's spans
+ * come from its own check). */
 static void call_spans(struct loom_call *c) {
   int n = c->comm->nranks, root = c->comm->rank == c->root;
   size_t one = c->count * loom_datatype_size(c->datatype), all = one * (size_t)n;
@@ -208,12 +202,7 @@ static void call_spans(struct loom_call *c) {
   case LOOM_COLL_GATHER: s = one; r = root ? all : 0; break;
   case LOOM_COLL_SCATTER: s = root ? all : 0; r = one; break;
   case LOOM_COLL_SENDRECV: s = c->is_send ? one : 0; r = c->is_send ? 0 : one; break;
-  case LOOM_COLL_ALLTOALLV: {
-    size_t esize = loom_datatype_size(c->datatype);
-    s = alltoallv_end(c->v, c->v + n, n, esize);
-    r = alltoallv_end(c->v + 2 * n, c->v + 3 * n, n, esize);
-    break;
-  }
+  case LOOM_COLL_ALLTOALLV: return; /* set by check_alltoallv */
   default: break;
   }
   c->send_bytes = c->sendbuff != NULL ? s : 0;

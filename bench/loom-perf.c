@@ -36,6 +36,7 @@
 #include "perf_autotune.h"
 #include "perf_ceiling.h"
 #include "perf_coll.h"
+#include "perf_device.h"
 #include "perf_launch.h"
 #include "perf_opts.h"
 #include "perf_peer.h"
@@ -339,18 +340,6 @@ static int64_t count_wrong(bench_t *b, const void *out, size_t nelem, size_t c,
   return wrong;
 }
 
-/* --device: host data to the device buffers the calls use, and back. */
-static void to_device(bench_t *b, void *dev, const void *host, size_t bytes) {
-  if (dev != host && bytes > 0)
-    LOOMCHECK(loomMemcpyAsync(dev, host, bytes, NULL));
-}
-
-static void from_device(bench_t *b, void *host, const void *dev, size_t bytes) {
-  (void)b;
-  if (dev != host && bytes > 0)
-    LOOMCHECK(loomMemcpyAsync(host, dev, bytes, NULL));
-}
-
 enum { CHECK_OOP, CHECK_INPLACE, CHECK_PEER };
 
 /* One checked run; returns the number of wrong elements over all ranks.
@@ -366,8 +355,8 @@ static int64_t check_once(bench_t *b, size_t c, int how) {
     memcpy((char *)b->recv + inplace_in_off(b, c) * ts, b->send, ns * ts);
     out_off = inplace_out_off(b, c);
   }
-  to_device(b, b->dsend, b->send, ns * ts);
-  to_device(b, b->drecv, b->recv, span * ts);
+  LOOMCHECK(perf_device_copy(b->dsend, b->send, ns * ts));
+  LOOMCHECK(perf_device_copy(b->drecv, b->recv, span * ts));
   if (how == CHECK_PEER)
     run_peer(b, c, 1);
   else if (in_place)
@@ -376,7 +365,7 @@ static int64_t check_once(bench_t *b, size_t c, int how) {
     run_batch(b, c, 0);
   complete(b);
   if (how != CHECK_PEER)
-    from_device(b, b->recv, b->drecv, span * ts);
+    LOOMCHECK(perf_device_copy(b->recv, b->drecv, span * ts));
   /* MPI_Bcast leaves the root's receive buffer alone (its data is sent
    * from the send buffer): nothing to check there. */
   int output = has_output(b) &&
@@ -394,10 +383,10 @@ static int64_t check_once(bench_t *b, size_t c, int how) {
 static int64_t check_fused(bench_t *b, size_t c, int how) {
   size_t nelem = c * (size_t)b->o.group;
   memset(b->recv, 0x7f, nelem * b->tsize);
-  to_device(b, b->dsend, b->send, nelem * b->tsize);
-  to_device(b, b->drecv, b->recv, nelem * b->tsize);
+  LOOMCHECK(perf_device_copy(b->dsend, b->send, nelem * b->tsize));
+  LOOMCHECK(perf_device_copy(b->drecv, b->recv, nelem * b->tsize));
   run_fused(b, c, how);
-  from_device(b, b->recv, b->drecv, nelem * b->tsize);
+  LOOMCHECK(perf_device_copy(b->recv, b->drecv, nelem * b->tsize));
   return sum_over_ranks(b, count_wrong(b, b->recv, nelem, c, fuse_names[how]));
 }
 
@@ -1043,14 +1032,8 @@ int main(int argc, char **argv) {
   b.expect = o->check ? alloc_buf(max) : NULL;
   memset(b.send, 0, send_bytes);
   memset(b.recv, 0, max);
-  b.dsend = b.send;
-  b.drecv = b.recv;
-  if (o->device != loomDeviceHost) {
-    LOOMCHECK(loomMemAlloc(&b.dsend, send_bytes, o->device));
-    LOOMCHECK(loomMemAlloc(&b.drecv, max, o->device));
-    to_device(&b, b.dsend, b.send, send_bytes);
-    to_device(&b, b.drecv, b.recv, max);
-  }
+  LOOMCHECK(perf_device_mirror(&b.dsend, b.send, send_bytes, o->device));
+  LOOMCHECK(perf_device_mirror(&b.drecv, b.recv, max, o->device));
 
   totals_t tot = {0, 0, 0};
   int status = 0;
@@ -1083,10 +1066,8 @@ int main(int argc, char **argv) {
   if (b.rank == 0 && o->plot != NULL && perf_plot(&b.res, o->plot) != 0)
     status = 1;
   perf_results_free(&b.res);
-  if (b.dsend != b.send) {
-    LOOMCHECK(loomMemFree(b.dsend));
-    LOOMCHECK(loomMemFree(b.drecv));
-  }
+  LOOMCHECK(perf_device_unmirror(b.dsend, b.send));
+  LOOMCHECK(perf_device_unmirror(b.drecv, b.recv));
   free(b.send);
   free(b.recv);
   free(b.expect);

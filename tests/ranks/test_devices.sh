@@ -52,7 +52,7 @@ elif "$LOOMINFO" | grep -q '^devices:.* cuda'; then
   # The module is built but there is no GPU: a clear error, not a crash.
   run_ranks 1 60 "$LOOMPERF" --device cuda -b 8 -e 8 -n 1 -w 0
   if [ "$rc" -ne 0 ]; then pass "--device cuda without a GPU fails (rc $rc)"; else fail "--device cuda without a GPU succeeded"; fi
-  expect_count "loom-perf: rank 0: loomMemAlloc.*loomDeviceCuda: no GPU to run on (" 1 \
+  expect_count "loom-perf: rank 0: .* failed: .*loomMemAlloc: loomDeviceCuda: no GPU to run on (" 1 \
     "--device cuda without a GPU says why"
   echo "SKIP: CUDA device checks: no GPU here"
 else

@@ -297,14 +297,61 @@ static double ref_bw(const struct loom_sim_params *p, int nnodes) {
   return p->nic_bw > 0 && p->nic_bw < p->inter.bw ? p->nic_bw : p->inter.bw;
 }
 
+/* ---- progress on stderr for long predictions ---- */
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+struct progress {
+  int nranks;
+  enum loom_algo algo;
+  size_t count, esize;
+  double start, last; /* when the prediction started, when a line was last printed */
+};
+
+enum { PROGRESS_EVERY_S = 5 };
+
+/* Every PROGRESS_EVERY_S seconds of one prediction: how far the model got. */
+static void report_progress(void *arg, long events) {
+  struct progress *pr = arg;
+  double now = now_s();
+  if (now - pr->last < PROGRESS_EVERY_S)
+    return;
+  pr->last = now;
+  fprintf(stderr, "loom-sim: %d ranks, %s, %zu B: %.1f million events in %.0f s so far\n",
+          pr->nranks, loom_algo_name(pr->algo), pr->count * pr->esize, (double)events / 1e6,
+          now - pr->start);
+}
+
+/* The most memory this process has held, in MiB (VmHWM); -1 unknown. */
+static long peak_mib(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f == NULL)
+    return -1;
+  char line[256];
+  long kib = -1;
+  while (fgets(line, sizeof line, f) != NULL)
+    if (sscanf(line, "VmHWM: %ld kB", &kib) == 1)
+      break;
+  fclose(f);
+  return kib < 0 ? -1 : (kib + 1023) / 1024;
+}
+
 static int predict(const struct loom_sim_params *p, const struct loom_topo *t,
                    const struct opts *o, enum loom_algo algo, size_t count,
                    struct loom_sim_result *r) {
+  double start = now_s();
+  struct progress pr = {t->nranks, algo, count, o->esize, start, start};
   struct loom_sim_call c = {.coll = o->coll,
                             .algo = algo,
                             .count = count,
                             .elem_size = o->esize,
-                            .fold = o->exact ? LOOM_SIM_FOLD_NEVER : LOOM_SIM_FOLD_AUTO};
+                            .fold = o->exact ? LOOM_SIM_FOLD_NEVER : LOOM_SIM_FOLD_AUTO,
+                            .progress = report_progress,
+                            .progress_arg = &pr};
   char err[512];
   int rc = loom_sim_predict(p, t, &c, r, err, sizeof err);
   if (rc < 0) {
@@ -729,12 +776,6 @@ static void run_fit(const struct opts *o, const struct loom_sim_params *p,
 
 /* ---- this host's reduce and copy bandwidth ---- */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static void run_measure_host(void) {
   static const size_t sizes[] = {512u << 10, 4u << 20, 16u << 20};
   printf("# this host, float32 sum, best of 5 runs: GB/s of one operand\n");
@@ -772,6 +813,7 @@ static void run_measure_host(void) {
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* rows appear as they are made, piped too */
   struct opts o;
   parse(argc, argv, &o);
   if (o.measure_host) {
@@ -801,5 +843,6 @@ int main(int argc, char **argv) {
     run_sweep(&o, &p);
   else
     run_table(&o, &p);
+  printf("# peak memory: %ld MiB\n", peak_mib());
   return 0;
 }

@@ -256,6 +256,8 @@ int loom_sim_predict(const struct loom_sim_params *p, const struct loom_topo *t,
       .elem_size = c->elem_size,
       .slice_bytes = s->slice_bytes, /* the protocol's (the same on every rank) */
       .ranks = ranks,
+      .progress = c->progress,
+      .progress_arg = c->progress_arg,
   };
   t0 = now_s();
   rc = loom_sim_model_run(p, &job, &r->time, &r->events, err, errlen);

@@ -375,6 +375,11 @@ static void schedule_rank(struct model *m, int r, double now) {
     heap_set(m, r, t);
 }
 
+static void count_event(struct model *m) {
+  if (++m->events % LOOM_SIM_PROGRESS_EVENTS == 0 && m->job->progress != NULL)
+    m->job->progress(m->job->progress_arg, m->events);
+}
+
 static int do_send(struct model *m, int r, double t) {
   struct rstate *s = &m->rs[r];
   const struct loom_sim_step *st = &s->sr->steps[s->send.step];
@@ -399,7 +404,7 @@ static int do_send(struct model *m, int r, double t) {
     return -1;
   }
   pos_advance(s, &s->send, a->ks, 1);
-  m->events++;
+  count_event(m);
   schedule_rank(m, r, t);
   if (dst != r)
     schedule_rank(m, dst, t);
@@ -431,7 +436,7 @@ static int do_recv(struct model *m, int r, double t) {
   s->busy += dur;
   s->last_proc = later(s->last_proc, done);
   pos_advance(s, &s->recv, a->kr, 0);
-  m->events++;
+  count_event(m);
   schedule_rank(m, r, t);
   return 0;
 }

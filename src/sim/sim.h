@@ -101,7 +101,13 @@ struct loom_sim_call {
   size_t count;         /* elements, per rank for all-gather (as loom_plan) */
   size_t elem_size;
   enum loom_sim_fold fold;
+  /* Called every LOOM_SIM_PROGRESS_EVENTS events of the model with the
+   * events run so far (NULL: never), for progress reports. */
+  void (*progress)(void *arg, long events);
+  void *progress_arg;
 };
+
+#define LOOM_SIM_PROGRESS_EVENTS (1L << 22)
 
 struct loom_sim_result {
   double time;        /* predicted seconds of the call: its slowest rank */
@@ -164,6 +170,8 @@ struct loom_sim_job {
   size_t elem_size;
   size_t slice_bytes; /* the schedule's pipeline slice; 0: the params' chunk_bytes */
   struct loom_sim_rank *ranks;
+  void (*progress)(void *arg, long events); /* as struct loom_sim_call's */
+  void *progress_arg;
 };
 
 /* Runs the job: fills *time (seconds) and *events.  0, or -1 with err. */

@@ -29,7 +29,7 @@ static double predict(const struct loom_sim_params *p, int nnodes, int local,
                       enum loom_sim_fold fold, struct loom_sim_result *out) {
   struct loom_topo t;
   ck_assert_int_eq(loom_sim_topo(&t, nnodes, local), 0);
-  struct loom_sim_call c = {coll, algo, count, 4, fold};
+  struct loom_sim_call c = {.coll = coll, .algo = algo, .count = count, .elem_size = 4, .fold = fold};
   struct loom_sim_result r;
   char err[512] = "";
   int rc = loom_sim_predict(p, &t, &c, &r, err, sizeof err);

@@ -297,15 +297,14 @@ static loomResult_t rendezvous(struct loom_bootstrap *bs, const struct loom_id_f
   snprintf(what, sizeof what, "the bootstrap root at %s", root_text);
   for (;;) {
     int fd = -1, again = 0;
-    /* loom_socket_connect names the address itself */
-    loomResult_t res = loom_socket_connect(&id->root, deadline, 1, "the bootstrap root", &fd);
-    if (res != loomSuccess)
-      return loom_error(res, LOOM_LOG_BOOTSTRAP,
-                        "rank %d cannot reach the bootstrap root at %s within %d s (is the "
-                        "process that made the id, or rank 0 with LOOM_COMM_ID, running? is "
-                        "the address reachable?)",
-                        bs->rank, root_text, bs->timeout_s);
-    res = rendezvous_once(bs, fd, what, self, deadline, &again);
+    int err = loom_socket_connect_quiet(&id->root, deadline, 1, &fd);
+    if (err != 0) /* logged once, here, with the cause */
+      return loom_error(err == ETIMEDOUT ? loomTimeout : loomRemoteError, LOOM_LOG_BOOTSTRAP,
+                        "rank %d cannot reach the bootstrap root at %s within %d s (last "
+                        "attempt: %s; is the process that made the id, or rank 0 with "
+                        "LOOM_COMM_ID, running? is the address reachable?)",
+                        bs->rank, root_text, bs->timeout_s, strerror(err));
+    loomResult_t res = rendezvous_once(bs, fd, what, self, deadline, &again);
     close(fd);
     if (!again || loom_ms_left(deadline) == 0)
       return res;

@@ -323,47 +323,62 @@ static int wait_fd(int fd, short events, uint64_t deadline) {
   }
 }
 
-loomResult_t loom_socket_connect(const union loom_sockaddr *peer,
-                                 uint64_t deadline, int retry_refused,
-                                 const char *what, int *fd_out) {
-  char text[LOOM_ADDR_STRLEN];
-  loom_sockaddr_str(peer, text, sizeof text);
-  unsigned backoff_us = 1000;
-  for (;;) {
-    int fd = socket(peer->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0)
-      return loom_error(loomSystemError, LOOM_LOG_NET, "socket() for %s: %s", what,
-                        strerror(errno));
-    int err = 0;
-    if (connect(fd, &peer->sa, loom_sockaddr_len(peer)) != 0) {
-      err = errno;
-      if (err == EINPROGRESS) {
-        int w = wait_fd(fd, POLLOUT, deadline);
-        if (w == 1) {
-          socklen_t len = sizeof err;
-          getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        } else {
-          err = w == 0 ? ETIMEDOUT : errno;
-        }
+/* One connection attempt: 0 with *fd_out, or the errno. */
+static int connect_once(const union loom_sockaddr *peer, uint64_t deadline, int *fd_out) {
+  int fd = socket(peer->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return errno;
+  int err = 0;
+  if (connect(fd, &peer->sa, loom_sockaddr_len(peer)) != 0) {
+    err = errno;
+    if (err == EINPROGRESS) {
+      int w = wait_fd(fd, POLLOUT, deadline);
+      if (w == 1) {
+        socklen_t len = sizeof err;
+        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      } else {
+        err = w == 0 ? ETIMEDOUT : errno;
       }
     }
-    if (err == 0) {
-      loom_socket_set_nodelay(fd);
-      *fd_out = fd;
-      return loomSuccess;
-    }
+  }
+  if (err != 0) {
     close(fd);
+    return err;
+  }
+  loom_socket_set_nodelay(fd);
+  *fd_out = fd;
+  return 0;
+}
+
+int loom_socket_connect_quiet(const union loom_sockaddr *peer, uint64_t deadline,
+                              int retry_refused, int *fd_out) {
+  unsigned backoff_us = 1000;
+  for (;;) {
+    int err = connect_once(peer, deadline, fd_out);
+    if (err == 0)
+      return 0;
     int retry = retry_refused && (err == ECONNREFUSED || err == ECONNRESET ||
                                   err == EAGAIN || err == ETIMEDOUT);
     if (loom_socket_aborted())
-      err = ECANCELED;
-    if (!retry || loom_ms_left(deadline) == 0 || err == ECANCELED)
-      return loom_error(err == ETIMEDOUT ? loomTimeout : loomRemoteError, LOOM_LOG_NET,
-                        "cannot connect to %s at %s: %s", what, text, strerror(err));
+      return ECANCELED;
+    if (!retry || loom_ms_left(deadline) == 0)
+      return err;
     usleep(backoff_us);
     if (backoff_us < 100000)
       backoff_us *= 2;
   }
+}
+
+loomResult_t loom_socket_connect(const union loom_sockaddr *peer,
+                                 uint64_t deadline, int retry_refused,
+                                 const char *what, int *fd_out) {
+  int err = loom_socket_connect_quiet(peer, deadline, retry_refused, fd_out);
+  if (err == 0)
+    return loomSuccess;
+  char text[LOOM_ADDR_STRLEN];
+  loom_sockaddr_str(peer, text, sizeof text);
+  return loom_error(err == ETIMEDOUT ? loomTimeout : loomRemoteError, LOOM_LOG_NET,
+                    "cannot connect to %s at %s: %s", what, text, strerror(err));
 }
 
 loomResult_t loom_socket_accept(int listen_fd, uint64_t deadline, const char *what,

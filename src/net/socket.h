@@ -57,6 +57,11 @@ loomResult_t loom_socket_listen(const union loom_sockaddr *local, int *fd,
 loomResult_t loom_socket_connect(const union loom_sockaddr *peer,
                                  uint64_t deadline, int retry_refused,
                                  const char *what, int *fd);
+/* The same without logging, for a caller that reports the failure itself
+ * with more context: 0, or the errno of the last attempt (ETIMEDOUT at the
+ * deadline, ECANCELED when the process is aborting). */
+int loom_socket_connect_quiet(const union loom_sockaddr *peer, uint64_t deadline,
+                              int retry_refused, int *fd);
 
 /* Accepts one connection before `deadline`; loomTimeout otherwise. */
 loomResult_t loom_socket_accept(int listen_fd, uint64_t deadline,

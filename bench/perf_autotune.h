@@ -12,6 +12,10 @@
 
 #include "loom.h"
 
+/* --autotune's rounds unless --rounds says otherwise: the fewest that give
+ * a spread to compare a winner's lead with. */
+#define PERF_AUTOTUNE_ROUNDS 3
+
 /* One size of one collective, measured as loom-perf's sweep measures it. */
 struct perf_sample {
   size_t bytes;  /* loom-perf's size column (count * element size, times the

@@ -839,6 +839,7 @@ static int autotune(bench_t *b, int argc, char **argv) {
                             .nsizes = n,
                             .iters = b->o.iters,
                             .warmup = b->o.warmup,
+                            .rounds = b->o.rounds,
                             .argc = argc,
                             .argv = argv,
                             .measure = autotune_measure,

@@ -15,7 +15,9 @@
  * reported is per call, the slowest rank's by default (-a).  Rank 0 prints
  * the table and keeps the rows for --json/--csv (perf_output.c) and --plot
  * (perf_plot.c); --peer mpi times MPI's collective alongside (perf_peer.c)
- * and --ceiling the memory and TCP ceilings (perf_ceiling.c).  The launcher
+ * and --ceiling the memory and TCP ceilings (perf_ceiling.c); --rounds N
+ * repeats the sweep and shows the medians and spreads (perf_rounds.c,
+ * perf_table.c).  The launcher
  * and rendezvous are perf_launch.c's.  -G T compares T grouped (fused)
  * all-reduces with T separate ones and one call of the whole size.
  * --autotune FILE times each algorithm a collective can use and writes the
@@ -42,6 +44,8 @@
 #include "perf_peer.h"
 #include "perf_plot.h"
 #include "perf_results.h"
+#include "perf_rounds.h"
+#include "perf_table.h"
 #include "perf_types.h"
 
 /* ---- Error handling -------------------------------------------------------- */
@@ -459,72 +463,15 @@ static double time_run(bench_t *b, run_fn fn, size_t c, int arg, int calls) {
   return combine_time(b, us);
 }
 
-typedef struct {
-  int64_t wrong; /* over every checked result */
-  double bw_sum; /* busbw of every printed result */
-  int bw_count;
-} totals_t;
-
-static void fmt_time(char *out, size_t len, double us) {
-  snprintf(out, len, us >= 10000.0 ? "%7.0f" : us >= 100.0 ? "%7.1f" : "%7.2f", us);
-}
-
-static void fmt_wrong(char *out, size_t len, int64_t wrong) {
-  if (wrong >= 0)
-    snprintf(out, len, "%lld", (long long)wrong);
-  else
-    snprintf(out, len, "N/A");
-}
-
 /* A measurement as the table and the outputs show it; bytes == 0: no
  * bandwidth (barrier). */
 static perf_meas_t measured(double us, size_t bytes, double factor, int64_t wrong) {
-  perf_meas_t m = {us, -1, -1, wrong};
+  perf_meas_t m = {us, -1, -1, wrong, us, us, -1, -1};
   if (bytes > 0) {
     m.algbw_gbs = (double)bytes / (us * 1e3); /* bytes/us/1e3 = GB/s */
-    m.busbw_gbs = m.algbw_gbs * factor;
+    m.busbw_gbs = m.busbw_min_gbs = m.busbw_max_gbs = m.algbw_gbs * factor;
   }
   return m;
-}
-
-/* time algbw busbw [#wrong]; N/A for what is not there */
-static void print_result(totals_t *tot, const perf_meas_t *m, int with_wrong) {
-  char tstr[32], wstr[32];
-  fmt_time(tstr, sizeof tstr, m->time_us);
-  fmt_wrong(wstr, sizeof wstr, m->wrong);
-  if (m->busbw_gbs >= 0) {
-    tot->bw_sum += m->busbw_gbs;
-    tot->bw_count++;
-    printf("  %7s  %6.2f  %6.2f", tstr, m->algbw_gbs, m->busbw_gbs);
-  } else {
-    printf("  %7s  %6s  %6s", tstr, "N/A", "N/A");
-  }
-  if (with_wrong)
-    printf("  %6s", wstr);
-}
-
-static void print_na(void) { printf("  %7s  %6s  %6s  %6s", "N/A", "N/A", "N/A", "N/A"); }
-
-/* --peer and --ceiling columns of a row. */
-static void print_extra(const bench_t *b, const perf_row_t *row) {
-  if (b->o.peer_mpi) {
-    char tstr[32], wstr[32], bw[16] = "N/A", ratio[16] = "N/A";
-    fmt_time(tstr, sizeof tstr, row->peer.time_us);
-    fmt_wrong(wstr, sizeof wstr, row->peer.wrong);
-    if (row->peer.busbw_gbs >= 0)
-      snprintf(bw, sizeof bw, "%6.2f", row->peer.busbw_gbs);
-    if (row->oop.time_us > 0)
-      snprintf(ratio, sizeof ratio, "%8.2f", row->peer.time_us / row->oop.time_us);
-    printf("  %7s  %6s  %6s  %8s", tstr, bw, wstr, ratio);
-  }
-  if (b->o.ceiling) {
-    char mem[16] = "N/A", tcp[16] = "N/A";
-    if (row->mem_gbs >= 0)
-      snprintf(mem, sizeof mem, "%7.2f", row->mem_gbs);
-    if (row->tcp_gbs >= 0)
-      snprintf(tcp, sizeof tcp, "%7.2f", row->tcp_gbs);
-    printf("  %7s  %7s", mem, tcp);
-  }
 }
 
 /* Reads this host's boot id (its CLOCK_MONOTONIC) into out; "" if none. */
@@ -581,31 +528,6 @@ static char *gather_hosts(bench_t *b) {
   return all;
 }
 
-static void print_columns(const bench_t *b) {
-  const opts_t *o = &b->o;
-  int more = o->peer_mpi || o->ceiling;
-  printf("#%54s%-33s", "", "out-of-place");
-  printf(more ? "%-33s" : "%s", "in-place");
-  if (o->peer_mpi)
-    printf(o->ceiling ? "%-35s" : "%s", "MPI (--peer), out-of-place");
-  if (o->ceiling)
-    printf("%s", "ceilings");
-  printf("\n#%11s  %12s  %8s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "size", "count",
-         "type", "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw",
-         "#wrong");
-  if (o->peer_mpi)
-    printf("  %7s  %6s  %6s  %8s", "time", "busbw", "#wrong", "loom/mpi");
-  if (o->ceiling)
-    printf("  %7s  %7s", "memory", "tcp");
-  printf("\n#%11s  %12s  %8s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s", "(B)",
-         "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
-  if (o->peer_mpi)
-    printf("  %7s  %6s  %6s  %8s", "(us)", "(GB/s)", "", "(busbw)");
-  if (o->ceiling)
-    printf("  %7s  %7s", "(GB/s)", "(GB/s)");
-  printf("\n");
-}
-
 static void print_header(bench_t *b, const char *hosts, const perf_launch_t *l) {
   if (b->rank != 0)
     return;
@@ -654,15 +576,8 @@ static void print_header(bench_t *b, const char *hosts, const perf_launch_t *l) 
     printf("#%11s  %12s  %8s  %6s  %7s  %6s  %6s  %7s  %6s  %6s  %7s  %6s  %6s  %6s\n",
            "(B)", "(elements)", "", "", "(us)", "(GB/s)", "(GB/s)", "(us)", "(GB/s)",
            "(GB/s)", "(us)", "(GB/s)", "(GB/s)", "");
-  } else {
-    if (o->peer_mpi)
-      printf("# MPI (--peer mpi): the matching MPI collective on the same buffers, out of\n"
-             "# place, checked; loom/mpi = Loom's out-of-place busbw / MPI's (> 1: Loom\n"
-             "# faster)\n");
-    if (o->ceiling)
-      printf("# ceilings (--ceiling): memory = busbw of the ideal collective in memory\n"
-             "# (rank 0's threads); tcp = one TCP stream rank 0 -> rank 1, bytes/s\n");
-    print_columns(b);
+  } else if (o->rounds == 1) { /* with rounds, after the rounds' progress lines */
+    perf_table_heads(o);
   }
   fflush(stdout);
 }
@@ -688,79 +603,149 @@ static void measure_peer(bench_t *b, size_t c, double factor, size_t bytes, tota
   row->has_peer = 1;
 }
 
-static void print_row(bench_t *b, totals_t *tot, perf_row_t *row, const char *type,
-                      const char *redop) {
+/* Rank 0: the row's line, kept for --json, --csv and --plot. */
+static void print_row(bench_t *b, totals_t *tot, const perf_row_t *row) {
   if (b->rank != 0)
     return;
-  printf("%12zu  %12zu  %8s  %6s", row->bytes, row->count, type, redop);
-  print_result(tot, &row->oop, 1);
-  if (row->has_ip)
-    print_result(tot, &row->ip, 1);
-  else
-    print_na();
-  print_extra(b, row);
-  printf("\n");
-  fflush(stdout);
+  const opts_t *o = &b->o;
+  int barrier = o->coll == COLL_BARRIER;
+  const char *redop = coll_info[o->coll].reduces ? op_names[o->op] : "none";
+  perf_table_row(o, tot, row, barrier ? "none" : type_info[o->type].name, redop);
   record_row(b, row);
 }
 
-/* The usual sweep: one row per size, out of place then in place, then
- * the peer and the ceilings when asked for. */
-static void sweep(bench_t *b, totals_t *tot) {
+/* One size of the sweep: the size column and the count of a call. */
+typedef struct {
+  size_t bytes, count;
+} sweep_size_t;
+
+/* The sweep's sizes whose count is not 0 (barrier: one size, 0 bytes);
+ * the count in *n. */
+static sweep_size_t *sweep_sizes(bench_t *b, int *n) {
+  const opts_t *o = &b->o;
+  size_t per_rank = coll_info[o->coll].per_rank ? (size_t)b->nranks : 1;
+  sweep_size_t *sizes = NULL;
+  *n = 0;
+  for (size_t bytes = o->min_bytes;;) {
+    size_t count = o->coll == COLL_BARRIER ? 0 : bytes / b->tsize / per_rank;
+    if (count > 0 || (o->coll == COLL_BARRIER && *n == 0)) {
+      sweep_size_t *grown = realloc(sizes, (size_t)(*n + 1) * sizeof *sizes);
+      if (grown == NULL)
+        out_of_memory();
+      sizes = grown;
+      sizes[(*n)++] = (sweep_size_t){count * b->tsize * per_rank, count};
+    }
+    if (o->coll == COLL_BARRIER || !perf_next_size(o, &bytes))
+      return sizes;
+  }
+}
+
+/* Loom at one size: checked out of place and in place (-c 1), then -w
+ * warm-up iterations and -n timed ones of each form.  Barrier: its own
+ * check, latency only. */
+static void measure_loom(bench_t *b, const sweep_size_t *sz, unsigned seed, totals_t *tot,
+                         perf_row_t *row) {
   const opts_t *o = &b->o;
   const coll_t coll = o->coll;
   const int agg = o->agg_iters;
-  const char *redop = coll_info[coll].reduces ? op_names[o->op] : "none";
   double factor = bus_factor(coll, b->nranks);
-  unsigned seed = 0;
-  if (coll == COLL_BARRIER) { /* latency only: one row */
-    perf_row_t row = {.mem_gbs = -1, .tcp_gbs = -1};
-    int64_t wrong = o->check ? check_barrier(b) : -1;
-    tot->wrong += wrong > 0 ? wrong : 0;
-    for (int w = 0; w < o->warmup; w++)
-      run_batch(b, 0, 0);
-    row.oop = measured(time_run(b, run_batch, 0, 0, agg), 0, factor, wrong);
-    if (o->peer_mpi)
-      measure_peer(b, 0, factor, 0, tot, &row);
-    print_row(b, tot, &row, "none", "none");
-    return;
-  }
-  for (size_t bytes = o->min_bytes;;) {
-    size_t count = bytes / b->tsize;
-    if (coll_info[coll].per_rank)
-      count /= (size_t)b->nranks;
-    size_t total = count * b->tsize * (coll_info[coll].per_rank ? (size_t)b->nranks : 1);
-    if (count > 0) {
-      perf_row_t row = {.bytes = total, .count = count, .mem_gbs = -1, .tcp_gbs = -1};
-      int64_t wrong_oop = -1, wrong_ip = -1;
-      if (o->check) {
-        prepare(b, count, seed++);
-        wrong_oop = check_once(b, count, CHECK_OOP);
-        tot->wrong += wrong_oop;
-        if (coll_info[coll].check_inplace) {
-          wrong_ip = check_once(b, count, CHECK_INPLACE);
-          tot->wrong += wrong_ip;
-        }
-      }
-      for (int w = 0; w < o->warmup; w++)
-        run_batch(b, count, 0);
-      row.oop = measured(time_run(b, run_batch, count, 0, agg), total, factor, wrong_oop);
-      if (coll_info[coll].in_place) {
-        row.ip = measured(time_run(b, run_batch, count, 1, agg), total, factor, wrong_ip);
-        row.has_ip = 1;
-      }
-      if (o->peer_mpi)
-        measure_peer(b, count, factor, total, tot, &row);
-      if (b->ceiling != NULL) {
-        long long cw = 0;
-        LOOMCHECK(perf_ceiling_measure(b->ceiling, total, &row.mem_gbs, &row.tcp_gbs, &cw));
-        tot->wrong += cw;
-      }
-      print_row(b, tot, &row, type_info[o->type].name, redop);
+  size_t count = sz->count;
+  *row = (perf_row_t){.bytes = sz->bytes, .count = count, .mem_gbs = -1, .tcp_gbs = -1};
+  int64_t wrong_oop = -1, wrong_ip = -1;
+  if (coll == COLL_BARRIER) {
+    wrong_oop = o->check ? check_barrier(b) : -1;
+    tot->wrong += wrong_oop > 0 ? wrong_oop : 0;
+  } else if (o->check) {
+    prepare(b, count, seed);
+    wrong_oop = check_once(b, count, CHECK_OOP);
+    tot->wrong += wrong_oop;
+    if (coll_info[coll].check_inplace) {
+      wrong_ip = check_once(b, count, CHECK_INPLACE);
+      tot->wrong += wrong_ip;
     }
-    if (!perf_next_size(o, &bytes))
-      break;
   }
+  for (int w = 0; w < o->warmup; w++)
+    run_batch(b, count, 0);
+  row->oop = measured(time_run(b, run_batch, count, 0, agg), sz->bytes, factor, wrong_oop);
+  if (coll_info[coll].in_place) {
+    row->ip = measured(time_run(b, run_batch, count, 1, agg), sz->bytes, factor, wrong_ip);
+    row->has_ip = 1;
+  }
+}
+
+/* --ceiling at the row's size. */
+static void measure_ceiling(bench_t *b, totals_t *tot, perf_row_t *row) {
+  if (b->ceiling == NULL)
+    return;
+  long long cw = 0;
+  LOOMCHECK(perf_ceiling_measure(b->ceiling, row->bytes, &row->mem_gbs, &row->tcp_gbs, &cw));
+  tot->wrong += cw;
+}
+
+/* --rounds N > 1: each round sweeps every size with Loom (and the
+ * ceilings), then with the peer, so that a change in the machine's speed
+ * during the run hits both alike; then one line per size of the rounds'
+ * medians (perf_rounds.c).  Rank 0 keeps every round's rows for --json. */
+static void sweep_rounds(bench_t *b, const sweep_size_t *sizes, int n, totals_t *tot) {
+  const opts_t *o = &b->o;
+  perf_row_t *all = calloc((size_t)o->rounds * (size_t)n, sizeof *all);
+  if (all == NULL)
+    out_of_memory();
+  double factor = bus_factor(o->coll, b->nranks);
+  unsigned seed = 0;
+  for (int k = 0; k < o->rounds; k++) {
+    perf_row_t *rows = all + (size_t)k * (size_t)n;
+    double t0 = now_s();
+    for (int i = 0; i < n; i++) {
+      measure_loom(b, &sizes[i], seed++, tot, &rows[i]);
+      measure_ceiling(b, tot, &rows[i]);
+    }
+    double t1 = now_s();
+    for (int i = 0; o->peer_mpi && i < n; i++) {
+      if (o->check && o->coll != COLL_BARRIER)
+        prepare(b, sizes[i].count, seed++); /* the reference MPI's result is checked against */
+      measure_peer(b, sizes[i].count, factor, sizes[i].bytes, tot, &rows[i]);
+    }
+    if (b->rank == 0) {
+      printf("# round %d of %d: Loom%s %.2f s", k + 1, o->rounds, o->ceiling ? " and ceilings" : "",
+             t1 - t0);
+      if (o->peer_mpi)
+        printf(", MPI %.2f s", now_s() - t1);
+      printf("\n");
+      fflush(stdout);
+    }
+  }
+  if (b->rank == 0)
+    perf_table_heads(o);
+  for (int i = 0; i < n; i++) {
+    perf_row_t row;
+    perf_rounds_fold(all, o->rounds, n, i, &row);
+    print_row(b, tot, &row);
+  }
+  if (b->rank == 0)
+    b->res.round_rows = all;
+  else
+    free(all);
+}
+
+/* The usual sweep: one row per size, Loom out of place then in place,
+ * then the peer and the ceilings when asked for; --rounds N > 1:
+ * sweep_rounds. */
+static void sweep(bench_t *b, totals_t *tot) {
+  int n = 0;
+  sweep_size_t *sizes = sweep_sizes(b, &n);
+  double factor = bus_factor(b->o.coll, b->nranks);
+  for (int i = 0; b->o.rounds == 1 && i < n; i++) {
+    perf_row_t row;
+    measure_loom(b, &sizes[i], (unsigned)i, tot, &row);
+    if (b->o.peer_mpi)
+      measure_peer(b, sizes[i].count, factor, sizes[i].bytes, tot, &row);
+    measure_ceiling(b, tot, &row);
+    print_row(b, tot, &row);
+  }
+  if (b->o.rounds > 1)
+    sweep_rounds(b, sizes, n, tot);
+  free(sizes);
 }
 
 /* -G T: one row per size: T grouped calls, T separate calls, one call. */
@@ -792,10 +777,10 @@ static void sweep_grouped(bench_t *b, totals_t *tot) {
                op_names[o->op]);
         for (int how = 0; how < FUSE_WAYS; how++) {
           perf_meas_t m = measured(us[how], total, factor, 0);
-          print_result(tot, &m, 0);
+          perf_table_result(tot, &m, 0);
         }
         char wstr[32];
-        fmt_wrong(wstr, sizeof wstr, wrong);
+        perf_fmt_wrong(wstr, sizeof wstr, wrong);
         printf("  %6s\n", wstr);
         fflush(stdout);
       }
@@ -854,6 +839,7 @@ static int autotune(bench_t *b, int argc, char **argv) {
                             .nsizes = n,
                             .iters = b->o.iters,
                             .warmup = b->o.warmup,
+                            .rounds = b->o.rounds,
                             .argc = argc,
                             .argv = argv,
                             .measure = autotune_measure,
@@ -958,6 +944,7 @@ static int write_outputs(bench_t *b, const totals_t *tot, const perf_launch_t *l
   r->blocking = o->blocking;
   r->peer_mpi = o->peer_mpi;
   r->ceiling = o->ceiling;
+  r->rounds = o->rounds;
   r->avg_busbw_gbs = tot->bw_count > 0 ? tot->bw_sum / tot->bw_count : -1;
   if (b->ceiling != NULL) {
     snprintf(r->mem_what, sizeof r->mem_what, "%s", perf_ceiling_mem_what(b->ceiling));

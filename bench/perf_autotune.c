@@ -4,13 +4,19 @@
  *
  * For each collective with a choice, each algorithm that can run here gets
  * a child communicator of its own (loomCommSplit with config.algo =
- * "COLL:ALGO"), is timed over the sweep, and the child is destroyed.  Per
- * size the fastest algorithm wins.  The times are max-reduced over the
+ * "COLL:ALGO"), and one more child may use every algorithm: "default",
+ * the library's own choice.  Each size is measured in --rounds rounds,
+ * every candidate once per round in turn, so that a change in the
+ * machine's speed hits them alike.  The times are max-reduced over the
  * ranks (the slowest rank's mean), so every rank holds the same numbers
- * and picks the same winners without a further exchange.  Consecutive
- * sizes with one winner make one entry; the last entry of a collective
- * covers every larger size ("max").  Rank 0 writes FILE in the format of
- * LOOM_TUNE_FILE (src/plan/tune.c).
+ * and makes the same decisions without a further exchange.  Per size the
+ * lowest median wins, and it is written only when it beats the default's
+ * median by more than the two spreads (max - min over the rounds) added:
+ * a lead within the noise would flip from run to run.  Other sizes keep
+ * the default ("auto").  Consecutive sizes with one decision make one
+ * entry; the last written entry of a collective covers every larger size
+ * ("max").  Rank 0 prints each size's row as it finishes and writes FILE
+ * in the format of LOOM_TUNE_FILE (src/plan/tune.c).
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -22,6 +28,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "perf_rounds.h"
 
 /* The collectives with a choice of algorithm, and their algorithms: the
  * library's table (loom_algo_applies, src/plan/algo.c), repeated because
@@ -45,31 +53,34 @@ struct shape {
   int node_size; /* ranks on rank 0's node */
 };
 
-/* One collective's measurements. */
+/* One collective's measurements.  The candidates are cand[0..ncand); index
+ * ncand is "default": a child that may use every algorithm, so that the
+ * library's tuner chooses as it does without a tune file. */
 struct coll_result {
   int ncand;
   const char *cand[MAX_CANDS];
   const char *skipped[MAX_CANDS]; /* cannot run here ... */
   const char *why[MAX_CANDS];     /* ... and why */
   int nskipped;
-  size_t *bytes; /* per sweep size; 0: not measured (count 0, or a repeat) */
-  double *us;    /* [candidate * nsizes + size] */
-  int *winner;   /* per sweep size: an index into cand */
+  size_t *bytes;     /* per sweep size; 0: not measured (count 0, or a repeat) */
+  perf_stat_t *stat; /* [candidate * nsizes + size]: over the rounds, us */
+  int *winner;       /* per sweep size: an index into cand */
+  int *written;      /* per sweep size: the winner beat the default (else auto) */
 };
 
 /* ---- Errors ------------------------------------------------------------------ */
 
 static int g_rank;
-static loomComm_t g_parent, g_child;
+static loomComm_t g_parent, g_child[MAX_CANDS + 1]; /* the children alive */
 
 static void die_loom(const char *what, loomResult_t res, int line) {
-  loomComm_t c = g_child != NULL ? g_child : g_parent;
-  const char *detail = loomGetLastError(c);
+  const char *detail = loomGetLastError(g_parent);
   fprintf(stderr, "loom-perf --autotune: rank %d: %s failed (perf_autotune.c:%d): %s (%d): %s\n",
           g_rank, what, line, loomGetErrorString(res), (int)res,
           detail && *detail ? detail : "(no further details)");
-  if (g_child != NULL)
-    loomCommAbort(g_child); /* make the peers fail fast instead of hanging */
+  for (int c = 0; c <= MAX_CANDS; c++) /* make the peers fail fast instead of hanging */
+    if (g_child[c] != NULL)
+      loomCommAbort(g_child[c]);
   loomCommAbort(g_parent);
   exit(1);
 }
@@ -199,90 +210,171 @@ static void fmt_time(char *out, size_t len, double us) {
   snprintf(out, len, us >= 10000.0 ? "%.0f" : us >= 100.0 ? "%.1f" : "%.2f", us);
 }
 
-/* Times every candidate of collective k over the sweep; adds wrong
- * elements to *wrong. */
-static void measure_coll(const struct perf_autotune *a, int k, struct coll_result *res,
-                         int64_t *wrong) {
+/* One child per candidate and one for the default, alive together so that
+ * the candidates can take turns at each size. */
+static void open_children(const struct perf_autotune *a, int k, const struct coll_result *res) {
   const char *coll = tune_colls[k].name;
-  int n = a->nsizes;
-  res->bytes = xcalloc((size_t)n, sizeof *res->bytes);
-  res->us = xcalloc((size_t)(res->ncand * n), sizeof *res->us);
-  res->winner = xcalloc((size_t)n, sizeof *res->winner);
-  for (int c = 0; c < res->ncand; c++) {
-    char spec[64];
-    snprintf(spec, sizeof spec, "%s:%s", coll, res->cand[c]);
+  for (int c = 0; c <= res->ncand; c++) {
+    char spec[128];
+    size_t o = (size_t)snprintf(spec, sizeof spec, "%s:", coll);
+    if (c < res->ncand)
+      snprintf(spec + o, sizeof spec - o, "%s", res->cand[c]);
+    else /* every algorithm the collective has: LOOM_ALGO limits no one */
+      for (int x = 0; x < MAX_CANDS && tune_colls[k].algos[x] != NULL; x++)
+        o += (size_t)snprintf(spec + o, sizeof spec - o, "%s%s", x ? "," : "",
+                              tune_colls[k].algos[x]);
     loomConfig_t config = LOOM_CONFIG_INITIALIZER;
-    config.algo = spec;
-    config.commName = spec;
-    CHECK(loomCommSplit(a->comm, 0, a->rank, &g_child, &config));
-    size_t last = 0;
-    for (int i = 0; i < n; i++) {
-      struct perf_sample s;
-      if (a->measure(a->ctx, g_child, coll, a->sizes[i], &s) != 0 || s.bytes == last)
-        continue; /* count 0, or the per-rank count rounded to the last size's */
-      last = res->bytes[i] = s.bytes;
-      res->us[c * n + i] = s.us;
-      *wrong += s.wrong > 0 ? s.wrong : 0;
-    }
-    CHECK(loomCommFinalize(g_child));
-    CHECK(loomCommDestroy(g_child));
-    g_child = NULL;
+    config.algo = spec; /* read at init: spec may go */
+    config.commName = c < res->ncand ? spec : "autotune-default";
+    CHECK(loomCommSplit(a->comm, 0, a->rank, &g_child[c], &config));
   }
-  /* the earlier candidate wins a tie; every rank sees the same times */
-  for (int i = 0; i < n; i++)
-    for (int c = 1; c < res->ncand; c++)
-      if (res->us[c * n + i] < res->us[res->winner[i] * n + i])
-        res->winner[i] = c;
 }
 
-static void print_table(const struct perf_autotune *a, int k, const struct coll_result *res) {
-  int n = a->nsizes;
+static void close_children(const struct coll_result *res) {
+  for (int c = 0; c <= res->ncand; c++) {
+    CHECK(loomCommFinalize(g_child[c]));
+    CHECK(loomCommDestroy(g_child[c]));
+    g_child[c] = NULL;
+  }
+}
+
+/* Size i of collective k: -r rounds, in each every candidate and the
+ * default once, each round starting one candidate later so that no one
+ * always goes first.  Returns 0 when the size is not measured (count 0, or
+ * the per-rank count rounded to the last size's); else fills res's stat. */
+static int measure_size(const struct perf_autotune *a, int k, struct coll_result *res, int i,
+                        size_t last, int64_t *wrong) {
+  int nc = res->ncand + 1, n = a->nsizes;
+  double *us = xcalloc((size_t)(nc * a->rounds), sizeof *us); /* [c * rounds + round] */
+  int measured = 1;
+  for (int r = 0; r < a->rounds && measured; r++)
+    for (int j = 0; j < nc; j++) {
+      int c = (j + r) % nc;
+      struct perf_sample s;
+      if (a->measure(a->ctx, g_child[c], tune_colls[k].name, a->sizes[i], &s) != 0 ||
+          s.bytes == last) {
+        measured = 0; /* the same for every candidate and rank */
+        break;
+      }
+      res->bytes[i] = s.bytes;
+      us[c * a->rounds + r] = s.us;
+      *wrong += s.wrong > 0 ? s.wrong : 0;
+    }
+  for (int c = 0; measured && c < nc; c++)
+    res->stat[c * n + i] = perf_stat(us + c * a->rounds, a->rounds);
+  free(us);
+  if (!measured)
+    res->bytes[i] = 0;
+  return measured;
+}
+
+/* The rule: the lowest median wins (the earlier candidate on a tie); it is
+ * written only when its median beats the default's by more than the two
+ * spreads (max - min over the rounds) added, else the size keeps the
+ * tuner's choice.  Every rank holds the same times and decides alike. */
+static void decide(const struct perf_autotune *a, struct coll_result *res, int i, double *lead,
+                   double *spread) {
+  int n = a->nsizes, w = 0;
+  for (int c = 1; c < res->ncand; c++)
+    if (res->stat[c * n + i].med < res->stat[w * n + i].med)
+      w = c;
+  perf_stat_t win = res->stat[w * n + i], def = res->stat[res->ncand * n + i];
+  *lead = def.med - win.med;
+  *spread = (def.max - def.min) + (win.max - win.min);
+  res->winner[i] = w;
+  res->written[i] = *lead > *spread;
+}
+
+static void print_heads(int k, const struct coll_result *res) {
   printf("#\n# %s: timing", tune_colls[k].name);
   for (int c = 0; c < res->ncand; c++)
     printf("%s %s", c ? "," : "", res->cand[c]);
+  printf(" and default");
   for (int c = 0; c < res->nskipped; c++)
     printf("%s %s (%s)", c ? "," : "; cannot run here:", res->skipped[c], res->why[c]);
   printf("\n#%11s", "size");
   for (int c = 0; c < res->ncand; c++)
     printf("  %9s", res->cand[c]);
-  printf("  fastest\n#%11s", "(B)");
-  for (int c = 0; c < res->ncand; c++)
+  printf("  %9s  %-9s  %9s  %9s  %s\n#%11s", "default", "fastest", "lead", "spread", "entry",
+         "(B)");
+  for (int c = 0; c <= res->ncand; c++)
     printf("  %9s", "(us)");
-  printf("\n");
-  for (int i = 0; i < n; i++) {
-    if (res->bytes[i] == 0)
-      continue;
-    printf("%12zu", res->bytes[i]);
-    for (int c = 0; c < res->ncand; c++) {
-      char t[32];
-      fmt_time(t, sizeof t, res->us[c * n + i]);
-      printf("  %9s", t);
-    }
-    printf("  %s\n", res->cand[res->winner[i]]);
-  }
+  printf("  %-9s  %9s  %9s\n", "", "(us)", "(us)");
   fflush(stdout);
+}
+
+static void print_row(const struct perf_autotune *a, const struct coll_result *res, int i,
+                      double lead, double spread) {
+  char t[32];
+  printf("%12zu", res->bytes[i]);
+  for (int c = 0; c <= res->ncand; c++) {
+    fmt_time(t, sizeof t, res->stat[c * a->nsizes + i].med);
+    printf("  %9s", t);
+  }
+  printf("  %-9s", res->cand[res->winner[i]]);
+  fmt_time(t, sizeof t, lead);
+  printf("  %9s", t);
+  fmt_time(t, sizeof t, spread);
+  printf("  %9s  %s\n", t, res->written[i] ? res->cand[res->winner[i]] : "auto");
+  fflush(stdout);
+}
+
+/* Times every candidate of collective k and the default over the sweep,
+ * printing each size's row as it finishes; adds wrong elements to *wrong. */
+static void measure_coll(const struct perf_autotune *a, int k, struct coll_result *res,
+                         int64_t *wrong) {
+  int n = a->nsizes;
+  res->bytes = xcalloc((size_t)n, sizeof *res->bytes);
+  res->stat = xcalloc((size_t)((res->ncand + 1) * n), sizeof *res->stat);
+  res->winner = xcalloc((size_t)n, sizeof *res->winner);
+  res->written = xcalloc((size_t)n, sizeof *res->written);
+  if (a->rank == 0)
+    print_heads(k, res);
+  open_children(a, k, res);
+  size_t last = 0;
+  for (int i = 0; i < n; i++) {
+    if (!measure_size(a, k, res, i, last, wrong))
+      continue;
+    last = res->bytes[i];
+    double lead, spread;
+    decide(a, res, i, &lead, &spread);
+    if (a->rank == 0)
+      print_row(a, res, i, lead, spread);
+  }
+  close_children(res);
 }
 
 /* ---- The file ------------------------------------------------------------------ */
 
+/* Measured size i's entry: its winner's index, or -1: auto. */
+static int decision(const struct coll_result *res, int i) {
+  return res->written[i] ? res->winner[i] : -1;
+}
+
 /* Writes collective k's entries ("COLL RANKS NODES MAX_BYTES|max ALGO"):
- * one per run of sizes with the same winner; returns how many. */
+ * one per run of sizes with the same decision, "auto" where the default
+ * was kept.  The last run covers every larger size ("max"), unless it is
+ * auto, which larger sizes get without an entry.  Returns how many. */
 static int put_entries(FILE *f, int k, const struct coll_result *res, const struct perf_autotune *a,
                        const struct shape *s) {
   int count = 0, prev = -1; /* the previous measured size */
   for (int i = 0; i <= a->nsizes; i++) {
     if (i < a->nsizes && res->bytes[i] == 0)
       continue;
-    if (prev >= 0 && (i == a->nsizes || res->winner[i] != res->winner[prev])) {
+    int end = i == a->nsizes, d = prev >= 0 ? decision(res, prev) : -1;
+    if (prev >= 0 && (end ? d >= 0 : decision(res, i) != d)) {
       char max[32] = "max";
-      if (i < a->nsizes)
+      if (!end)
         snprintf(max, sizeof max, "%zu", res->bytes[prev]);
       fprintf(f, "%s %d %d %s %s\n", tune_colls[k].name, s->nranks, s->nnodes, max,
-              res->cand[res->winner[prev]]);
+              d >= 0 ? res->cand[d] : "auto");
       count++;
     }
     prev = i;
   }
+  if (count == 0)
+    fprintf(f, "# %s: no candidate beat the default by more than the spread: no entry\n",
+            tune_colls[k].name);
   return count;
 }
 
@@ -324,8 +416,10 @@ static int write_file(const struct perf_autotune *a, const struct shape *s,
              "# written by loom-perf --autotune on %s, %s\n"
              "# command: %s\n"
              "# %d ranks on %d node(s); float32 sum, out of place; per size and algorithm the\n"
-             "# slowest rank's mean of %d calls after %d warm-up calls; fastest written\n",
-          host, date, cmd, s->nranks, s->nnodes, a->iters, a->warmup);
+             "# median over %d round(s) of the slowest rank's mean of %d calls after %d warm-up\n"
+             "# calls; an entry names the fastest where its median beat the library's own\n"
+             "# choice by more than the two spreads (max - min) added, else auto\n",
+          host, date, cmd, s->nranks, s->nnodes, a->rounds, a->iters, a->warmup);
   *nentries = 0;
   for (int k = 0; k < NCOLLS; k++) {
     const struct coll_result *r = &res[k];
@@ -339,6 +433,7 @@ static int write_file(const struct perf_autotune *a, const struct shape *s,
     fprintf(f, "# %s:", tune_colls[k].name);
     for (int c = 0; c < r->ncand; c++)
       fprintf(f, "%s %s", c ? "," : " measured", r->cand[c]);
+    fprintf(f, " and the default");
     for (int c = 0; c < r->nskipped; c++)
       fprintf(f, "%s %s", c ? "," : "; cannot run here:", r->skipped[c]);
     fprintf(f, "\n");
@@ -363,10 +458,18 @@ int perf_autotune_run(const struct perf_autotune *a) {
   get_shape(a, &s);
   if (a->rank == 0) {
     printf("# loom-perf --autotune %s: %d ranks on %d node(s), float32 sum, out of place\n"
-           "# sizes %zu .. %zu B; per size and algorithm: %d warm-up calls, then the slowest\n"
-           "# rank's mean of %d calls (us)\n",
-           a->file, s.nranks, s.nnodes, a->sizes[0], a->sizes[a->nsizes - 1], a->warmup,
-           a->iters);
+           "# sizes %zu .. %zu B; per size, %d round(s), in each every candidate in turn:\n"
+           "# %d warm-up calls, then the slowest rank's mean of %d calls; the table shows\n"
+           "# the medians.  default: the library's own choice (a child that may use every\n"
+           "# algorithm); lead: the default's median minus the fastest's; spread: the\n"
+           "# two's max - min over the rounds, added; entry: the fastest where lead >\n"
+           "# spread, else auto (the size keeps the default)%s\n",
+           a->file, s.nranks, s.nnodes, a->sizes[0], a->sizes[a->nsizes - 1], a->rounds,
+           a->warmup, a->iters, a->rounds == 1 ? "; one round has no spread" : "");
+    const char *tune_file = getenv("LOOM_TUNE_FILE");
+    if (tune_file != NULL && tune_file[0] != '\0')
+      printf("# note: LOOM_TUNE_FILE is set: the default follows that file; unset it to\n"
+             "# compare the candidates with the tuner's own rules\n");
     const char *topo_file = getenv("LOOM_TOPO_FILE");
     if (topo_file != NULL && topo_file[0] != '\0')
       printf("# note: LOOM_TOPO_FILE is set: the library takes its nodes from that file and\n"
@@ -397,8 +500,6 @@ int perf_autotune_run(const struct perf_autotune *a) {
       continue;
     }
     measure_coll(a, k, r, &wrong);
-    if (a->rank == 0)
-      print_table(a, k, r);
   }
   int32_t status = wrong != 0;
   if (a->rank == 0) {
@@ -417,8 +518,9 @@ int perf_autotune_run(const struct perf_autotune *a) {
   CHECK(loomBroadcast(&status, &status, 1, loomInt32, 0, a->comm, NULL));
   for (int k = 0; k < NCOLLS; k++) {
     free(res[k].bytes);
-    free(res[k].us);
+    free(res[k].stat);
     free(res[k].winner);
+    free(res[k].written);
   }
   return status;
 }

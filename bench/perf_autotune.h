@@ -1,8 +1,9 @@
 /*
  * perf_autotune.h — `loom-perf --autotune FILE`: times every algorithm a
- * collective can use on the live communicator and writes the fastest per
- * size as a LOOM_TUNE_FILE (format: src/plan/tune.c; docs/tuning.md).
- * loom-perf lends it the sweep's sizes and its checked, timed measurement.
+ * collective can use on the live communicator, against the library's own
+ * choice, and writes where one clearly beat it as a LOOM_TUNE_FILE (format:
+ * src/plan/tune.c; docs/tuning.md).  loom-perf lends it the sweep's sizes
+ * and its checked, timed measurement.
  */
 #ifndef PERF_AUTOTUNE_H
 #define PERF_AUTOTUNE_H
@@ -11,6 +12,12 @@
 #include <stdint.h>
 
 #include "loom.h"
+
+/* --autotune's rounds unless --rounds says otherwise.  With 3, candidates
+ * that run the same schedule still got an entry now and then (about 1 size
+ * in 100 on the 2-core development VM: 2 of 12 pairs of runs wrote
+ * different files); with 5, none did in 12 pairs, for 1.6 times the run. */
+#define PERF_AUTOTUNE_ROUNDS 5
 
 /* One size of one collective, measured as loom-perf's sweep measures it. */
 struct perf_sample {
@@ -35,6 +42,7 @@ struct perf_autotune {
   const size_t *sizes; /* the sweep (-b -e -f/-i), ascending */
   int nsizes;
   int iters, warmup;     /* for the table's and the file's header */
+  int rounds;            /* each size this many times per candidate */
   int argc;              /* the command line, for the file's header */
   char *const *argv;
   perf_measure_fn measure;

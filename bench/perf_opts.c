@@ -13,6 +13,7 @@
 #include "bench_size.h"
 #include "perf_autotune.h"
 #include "perf_peer.h"
+#include "perf_rounds.h"
 #include "perf_types.h"
 
 static void usage(FILE *f) {
@@ -63,7 +64,15 @@ static void usage(FILE *f) {
           "                   (copied to the host after each checked call); --peer mpi\n"
           "                   still runs on host buffers\n"
           "  --plot FILE.png  draw busbw against size with gnuplot (Loom out of place and\n"
-          "                   in place, the peer and the ceilings when measured)\n"
+          "                   in place, the peer and the ceilings when measured; with\n"
+          "                   --rounds, bars from min to max)\n"
+          "  --rounds N       repeat the sweep N times (1 to 1000; default 1, with\n"
+          "                   --autotune 5): each round sweeps every size with Loom, then\n"
+          "                   with the peer (--peer), so a change in the machine's speed\n"
+          "                   hits both; the table shows per size the median over the\n"
+          "                   rounds and busbw's min-max, --json the median, min, max\n"
+          "                   and every round's figures, --csv the median, min and max;\n"
+          "                   every round checks the results as one round does\n"
           "  -G T             bucket fusion (allreduce only): each iteration issues T\n"
           "                   all-reduces of size/T bytes inside one\n"
           "                   loomGroupStart/loomGroupEnd, which Loom fuses into buckets\n"
@@ -76,9 +85,15 @@ static void usage(FILE *f) {
           "                   fusion copies them into its bucket and back)\n"
           "  --autotune FILE  time every algorithm that can run here for each collective\n"
           "                   of -C (a comma-separated list or all; default all:\n"
-          "                   allreduce, allgather, broadcast, reduce), float32 sum out of\n"
-          "                   place over the sweep; write the fastest per size to FILE\n"
-          "                   for LOOM_TUNE_FILE (docs/tuning.md)\n"
+          "                   allreduce, allgather, broadcast, reduce) and the library's\n"
+          "                   own choice (\"default\"), float32 sum out of place over the\n"
+          "                   sweep, each size --rounds times (default 5) with the\n"
+          "                   candidates taking turns; per size the lowest median wins,\n"
+          "                   and FILE (for LOOM_TUNE_FILE, docs/tuning.md) names it only\n"
+          "                   where its median beats the default's by more than the two\n"
+          "                   spreads (max - min over the rounds) added together; other\n"
+          "                   sizes keep the default (\"auto\").  Rows print as each size\n"
+          "                   finishes\n"
           "  -h               this help\n"
           "Sizes are the largest buffer of a call, as in nccl-tests: allgather,\n"
           "alltoall and gather (on the root) receive size bytes, reducescatter,\n"
@@ -147,6 +162,13 @@ static int parse_long(int argc, char **argv, int *a, opts_t *o) {
     if (strcmp(peer, "mpi") != 0)
       perf_usage_error("unknown peer '%s' (the one peer is mpi)", peer);
     o->peer_mpi = 1;
+    return 1;
+  }
+  if (strcmp(arg, "--rounds") == 0) {
+    if (*a + 1 >= argc || parse_int(argv[*a + 1], 1, PERF_ROUNDS_MAX, &o->rounds) != 0)
+      perf_usage_error("--rounds takes a number of rounds from 1 to " PERF_ROUNDS_MAX_TEXT
+                       ", not '%s'", *a + 1 < argc ? argv[*a + 1] : "");
+    ++*a;
     return 1;
   }
   if (strcmp(arg, "--ceiling") == 0) {
@@ -249,6 +271,11 @@ static void check_combinations(opts_t *o, const int *given) {
     perf_usage_error("-R only applies with -G%s", "");
   if (o->group > 0 && o->coll != COLL_ALLREDUCE)
     perf_usage_error("-G measures all-reduces only, not %s", coll_info[o->coll].name);
+  if (o->group > 0 && o->rounds > 0)
+    perf_usage_error("-G prints its own comparison (grouped, separate, single); --rounds "
+                     "applies to the plain sweep and --autotune%s", "");
+  if (o->rounds == 0)
+    o->rounds = o->autotune != NULL ? PERF_AUTOTUNE_ROUNDS : 1;
   if (o->group > 0 && only != NULL)
     perf_usage_error("-G prints its own comparison (grouped, separate, single); %s applies "
                      "to the plain sweep only", only);

@@ -1,6 +1,7 @@
 /*
  * perf_opts.h — loom-perf's command line: nccl-tests' flags and loom-perf's
- * own (-G, -R, --autotune, --json, --csv, --plot, --peer, --ceiling).
+ * own (-G, -R, --autotune, --json, --csv, --plot, --peer, --ceiling,
+ * --device, --rounds).
  */
 #ifndef PERF_OPTS_H
 #define PERF_OPTS_H
@@ -37,6 +38,7 @@ typedef struct {
   int peer_mpi;           /* --peer mpi */
   int ceiling;            /* --ceiling */
   loomDevice_t device;    /* --device: where the send/receive buffers live */
+  int rounds;             /* --rounds N: default 1, with --autotune 3 */
 } opts_t;
 
 /* Parses the command line into *o; prints the usage and exits 0 on -h,

@@ -15,8 +15,16 @@
  * "wrong" is null when not checked, bandwidths null when there is none
  * (barrier); "ratio" is Loom's out-of-place busbw over MPI's (its time
  * over Loom's), above 1 when Loom is faster.
+ * --rounds N > 1: "rounds":N at the top; the figures of "oop", "ip" and
+ * "peer" are the medians over the rounds ("wrong" the sum), each with
+ * "time_us_min", "time_us_max", "busbw_gbs_min", "busbw_gbs_max" and
+ * "per_round":{"time_us":[..],"busbw_gbs":[..],"wrong":[..]}; "ratio" is
+ * the medians' and the ceilings are medians.
  * CSV: one header line, then one line per row with every column always
  * present (empty when not measured), so files of several runs concatenate.
+ * --rounds N > 1 adds 13 columns at the end: rounds, then time_min_us,
+ * time_max_us, busbw_min_gbs and busbw_max_gbs of oop_, ip_ and peer_;
+ * files of runs with the same rounds setting concatenate.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -25,6 +33,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -44,7 +53,8 @@ int perf_results_add(perf_results_t *r, const perf_row_t *row) {
 
 void perf_results_free(perf_results_t *r) {
   free(r->rows);
-  r->rows = NULL;
+  free(r->round_rows);
+  r->rows = r->round_rows = NULL;
   r->nrows = r->cap = 0;
 }
 
@@ -102,7 +112,45 @@ static void json_wrong(FILE *f, int64_t wrong) {
     fprintf(f, "%" PRId64, wrong);
 }
 
-static void json_meas(FILE *f, const perf_meas_t *m) {
+/* The measurement at byte offset off (oop, ip, peer) of a row. */
+static const perf_meas_t *meas_of(const perf_row_t *row, size_t off) {
+  return (const perf_meas_t *)((const char *)row + off);
+}
+
+/* --rounds N > 1: the range of row i's measurement at off, and every
+ * round's figures. */
+static void json_spread(FILE *f, const perf_results_t *r, int i, size_t off) {
+  const perf_meas_t *m = meas_of(&r->rows[i], off);
+  fputs(",\"time_us_min\":", f);
+  json_number(f, m->time_min_us);
+  fputs(",\"time_us_max\":", f);
+  json_number(f, m->time_max_us);
+  fputs(",\"busbw_gbs_min\":", f);
+  json_number(f, m->busbw_min_gbs);
+  fputs(",\"busbw_gbs_max\":", f);
+  json_number(f, m->busbw_max_gbs);
+  static const char *const fields[] = {"time_us", "busbw_gbs", "wrong"};
+  for (int k = 0; k < 3; k++) {
+    fprintf(f, "%s\"%s\":[", k ? "]," : ",\"per_round\":{", fields[k]);
+    for (int round = 0; round < r->rounds; round++) {
+      const perf_meas_t *x = meas_of(&r->round_rows[(size_t)round * (size_t)r->nrows + (size_t)i], off);
+      if (round > 0)
+        fputc(',', f);
+      if (k == 2)
+        json_wrong(f, x->wrong);
+      else
+        json_number(f, k == 0 ? x->time_us : x->busbw_gbs);
+    }
+  }
+  fputs("]}", f);
+}
+
+static int has_rounds(const perf_results_t *r) {
+  return r->rounds > 1 && r->round_rows != NULL;
+}
+
+static void json_meas(FILE *f, const perf_results_t *r, int i, size_t off) {
+  const perf_meas_t *m = meas_of(&r->rows[i], off);
   fputs("{\"time_us\":", f);
   json_number(f, m->time_us);
   fputs(",\"algbw_gbs\":", f);
@@ -111,6 +159,8 @@ static void json_meas(FILE *f, const perf_meas_t *m) {
   json_number(f, m->busbw_gbs);
   fputs(",\"wrong\":", f);
   json_wrong(f, m->wrong);
+  if (has_rounds(r))
+    json_spread(f, r, i, off);
   fputc('}', f);
 }
 
@@ -118,12 +168,13 @@ static double ratio(const perf_row_t *row) {
   return row->oop.time_us > 0 ? row->peer.time_us / row->oop.time_us : -1;
 }
 
-static void json_row(FILE *f, const perf_results_t *r, const perf_row_t *row) {
+static void json_row(FILE *f, const perf_results_t *r, int i) {
+  const perf_row_t *row = &r->rows[i];
   fprintf(f, "{\"bytes\":%zu,\"count\":%zu,\"oop\":", row->bytes, row->count);
-  json_meas(f, &row->oop);
+  json_meas(f, r, i, offsetof(perf_row_t, oop));
   fputs(",\"ip\":", f);
   if (row->has_ip)
-    json_meas(f, &row->ip);
+    json_meas(f, r, i, offsetof(perf_row_t, ip));
   else
     fputs("null", f);
   if (row->has_peer) {
@@ -133,6 +184,8 @@ static void json_row(FILE *f, const perf_results_t *r, const perf_row_t *row) {
     json_number(f, row->peer.busbw_gbs);
     fputs(",\"wrong\":", f);
     json_wrong(f, row->peer.wrong);
+    if (has_rounds(r))
+      json_spread(f, r, i, offsetof(perf_row_t, peer));
     fputs(",\"ratio\":", f);
     json_number(f, ratio(row));
     fputc('}', f);
@@ -178,10 +231,12 @@ int perf_write_json(const perf_results_t *r, FILE *f, const char *path) {
   json_string(f, r->launcher);
   fputs(",\"peer\":", f);
   json_string(f, r->peer_mpi ? "mpi" : NULL);
+  if (has_rounds(r))
+    fprintf(f, ",\"rounds\":%d", r->rounds);
   fputs(",\"rows\":[", f);
   for (int i = 0; i < r->nrows; i++) {
     fputs(i ? ",\n  " : "\n  ", f);
-    json_row(f, r, &r->rows[i]);
+    json_row(f, r, i);
   }
   fputs("],\n \"avg_busbw_gbs\":", f);
   json_number(f, r->avg_busbw_gbs);
@@ -221,12 +276,25 @@ static void csv_meas(FILE *f, const perf_meas_t *m, int valid) {
   csv_wrong(f, m->wrong);
 }
 
+/* --rounds N > 1: the range of one measurement (empty when not measured). */
+static void csv_spread(FILE *f, const perf_meas_t *m, int valid) {
+  csv_number(f, valid ? m->time_min_us : -1);
+  csv_number(f, valid ? m->time_max_us : -1);
+  csv_number(f, valid ? m->busbw_min_gbs : -1);
+  csv_number(f, valid ? m->busbw_max_gbs : -1);
+}
+
 int perf_write_csv(const perf_results_t *r, FILE *f, const char *path) {
   fputs("collective,nranks,datatype,op,root,bytes,count,"
         "oop_time_us,oop_algbw_gbs,oop_busbw_gbs,oop_wrong,"
         "ip_time_us,ip_algbw_gbs,ip_busbw_gbs,ip_wrong,"
         "peer_time_us,peer_busbw_gbs,peer_wrong,ratio,"
-        "mem_busbw_gbs,tcp_gbs\n", f);
+        "mem_busbw_gbs,tcp_gbs", f);
+  if (has_rounds(r))
+    fputs(",rounds,oop_time_min_us,oop_time_max_us,oop_busbw_min_gbs,oop_busbw_max_gbs,"
+          "ip_time_min_us,ip_time_max_us,ip_busbw_min_gbs,ip_busbw_max_gbs,"
+          "peer_time_min_us,peer_time_max_us,peer_busbw_min_gbs,peer_busbw_max_gbs", f);
+  fputc('\n', f);
   for (int i = 0; i < r->nrows; i++) {
     const perf_row_t *row = &r->rows[i];
     fprintf(f, "%s,%d,%s,%s,%d,%zu,%zu", r->collective, r->nranks, r->datatype, r->op,
@@ -243,6 +311,12 @@ int perf_write_csv(const perf_results_t *r, FILE *f, const char *path) {
     }
     csv_number(f, r->ceiling ? row->mem_gbs : -1);
     csv_number(f, r->ceiling ? row->tcp_gbs : -1);
+    if (has_rounds(r)) {
+      fprintf(f, ",%d", r->rounds);
+      csv_spread(f, &row->oop, 1);
+      csv_spread(f, &row->ip, row->has_ip);
+      csv_spread(f, &row->peer, row->has_peer);
+    }
     fputc('\n', f);
   }
   return finish(f, path);

@@ -1,8 +1,9 @@
 /*
- * perf_plot.h — `loom-perf --plot FILE.png`: busbw against size (log2 x
- * axis) for Loom out of place and in place, the MPI peer and the ceilings
- * when measured, drawn by gnuplot run as a child process on a generated
- * script and data file in a temporary directory.
+ * perf_plot.h — `loom-perf --plot FILE.png`: busbw against size (log axes)
+ * for Loom out of place and in place, the MPI peer and the ceilings when
+ * measured, and Loom over MPI in a panel below, drawn by gnuplot run as a
+ * child process on a generated script and data file in a temporary
+ * directory.
  */
 #ifndef PERF_PLOT_H
 #define PERF_PLOT_H

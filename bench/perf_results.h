@@ -1,8 +1,9 @@
 /*
  * perf_results.h — loom-perf's results as rank 0 keeps them, one row per
- * size, and their machine-readable forms: one JSON object (--json) and CSV
- * (--csv), written by perf_output.c.  The JSON field names are an
- * interface (a scaling tool parses them): change them only together.
+ * size (with --rounds, each round's rows too), and their machine-readable
+ * forms: one JSON object (--json) and CSV (--csv), written by
+ * perf_output.c.  The JSON field names are an interface (a scaling tool
+ * parses them): change them only together.
  */
 #ifndef PERF_RESULTS_H
 #define PERF_RESULTS_H
@@ -11,12 +12,15 @@
 #include <stdint.h>
 #include <stdio.h>
 
-/* One timed form of one size. */
+/* One timed form of one size.  With --rounds N > 1, the figures are the
+ * medians over the rounds (perf_rounds.c) and wrong counts every round. */
 typedef struct {
   double time_us;   /* per call, combined over the ranks as -a says */
   double algbw_gbs; /* negative: none (barrier) */
   double busbw_gbs;
   int64_t wrong; /* wrong elements over all ranks; -1: not checked */
+  double time_min_us, time_max_us;     /* over the rounds; one round: time_us */
+  double busbw_min_gbs, busbw_max_gbs; /* over the rounds; one round: busbw_gbs */
 } perf_meas_t;
 
 typedef struct {
@@ -36,9 +40,11 @@ typedef struct {
   int nranks, nodes; /* nodes: distinct node ids (LOOM_HOSTID, else host/boot id) */
   int root, iters, warmup, agg_iters, average, blocking; /* blocking: -1 no stream */
   int peer_mpi, ceiling;
+  int rounds; /* --rounds N: rows hold the medians when N > 1 */
   /* the rows */
   perf_row_t *rows;
   int nrows, cap;
+  perf_row_t *round_rows; /* rounds > 1: round k's row i at [k * nrows + i] */
   double avg_busbw_gbs; /* the table's "Avg bus bandwidth"; negative: none */
   /* what the ceilings measured, for the summary and the plot */
   char mem_what[200], tcp_what[200];

@@ -14,6 +14,9 @@
  * reduce-scatter), algorithm.  An entry covers the
  * sizes above the previous entry of the same collective, ranks and nodes.
  * Only entries for the communicator's own rank and node counts are kept.
+ * The algorithm "auto" keeps the tuner's own choice for the sizes the
+ * entry covers: autotune writes it where no candidate beat the default by
+ * more than the noise, between sizes where one did.
  */
 #include "plan/plan.h"
 
@@ -32,7 +35,7 @@ static int find_coll_name(const char *name) {
 }
 
 static int find_algo_name(const char *name) {
-  for (int a = LOOM_ALGO_RING; a < LOOM_ALGO_COUNT; a++)
+  for (int a = LOOM_ALGO_AUTO; a < LOOM_ALGO_COUNT; a++)
     if (strcasecmp(loom_algo_name((enum loom_algo)a), name) == 0)
       return a;
   return -1;
@@ -94,7 +97,7 @@ int loom_tune_load(struct loom_tune *t, const char *path, int nranks, int nnodes
     char *end = NULL;
     uint64_t mb = strcasecmp(maxb, "max") == 0 ? UINT64_MAX : strtoull(maxb, &end, 10);
     if (got != 5 || c < 0 || a < 0 || r < 1 || k < 1 || (end != NULL && *end != '\0') ||
-        !loom_algo_applies((enum loom_coll)c, (enum loom_algo)a)) {
+        (a != LOOM_ALGO_AUTO && !loom_algo_applies((enum loom_coll)c, (enum loom_algo)a))) {
       snprintf(err, errlen,
                "LOOM_TUNE_FILE=%s:%d: expected \"COLLECTIVE RANKS NODES MAX_BYTES|max "
                "ALGORITHM\" with an algorithm the collective has, e.g. \"allreduce 2 1 65536 rd\"",

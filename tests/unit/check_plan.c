@@ -253,18 +253,24 @@ START_TEST(tune_file) {
            "allreduce 2 1 1024 oneshot\n"
            "\n"
            "allreduce 4 1 max rd\n"
-           "ALLGATHER 2 1 65536 Ring\n");
+           "ALLGATHER 2 1 65536 Ring\n"
+           "broadcast 2 1 4096 auto\n"
+           "broadcast 2 1 max chain\n");
   const char *path = write_tmp(text);
   struct loom_tune t;
   char err[256] = "";
   ck_assert_msg(loom_tune_load(&t, path, 2, 1, err, sizeof err) == 0, "%s", err);
-  ck_assert_int_eq(t.nentries, 3); /* the 4-rank line is skipped */
+  ck_assert_int_eq(t.nentries, 5); /* the 4-rank line is skipped */
   ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_ALLREDUCE, 8), LOOM_ALGO_ONESHOT);
   ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_ALLREDUCE, 1024), LOOM_ALGO_ONESHOT);
   ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_ALLREDUCE, 1025), LOOM_ALGO_RING);
   ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_ALLGATHER, 65536), LOOM_ALGO_RING);
   ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_ALLGATHER, 65537), LOOM_ALGO_AUTO);
+  /* "auto": the tuner's choice up to 4096 bytes, then the measured chain */
   ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_BROADCAST, 8), LOOM_ALGO_AUTO);
+  ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_BROADCAST, 4096), LOOM_ALGO_AUTO);
+  ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_BROADCAST, 4097), LOOM_ALGO_CHAIN);
+  ck_assert_int_eq(loom_tune_lookup(&t, LOOM_COLL_REDUCE, 8), LOOM_ALGO_AUTO);
   /* the measured choice wins over the rules, LOOM_ALGO still limits it */
   struct loom_plan_args a = {
       .coll = LOOM_COLL_ALLREDUCE, .nranks = 2, .count = 2, .elem_size = 4, .tune = &t};

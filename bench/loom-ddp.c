@@ -28,6 +28,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include "loom_failure.h"
 #include "bench_size.h"
 
 #include <errno.h>
@@ -46,10 +47,8 @@
 static loomComm_t g_comm;
 static int g_rank = -1;
 
-static void die_loom(const char *what, loomResult_t res, int line) {
-  const char *detail = loomGetLastError(g_comm);
-  fprintf(stderr, "loom-ddp: rank %d: %s failed (line %d): %s (%d): %s\n", g_rank, what, line,
-          loomGetErrorString(res), (int)res, detail && *detail ? detail : "(no further details)");
+static void die_loom(const char *what, loomResult_t res) {
+  bench_report_loom_failure("loom-ddp", g_rank, what, res);
   if (g_comm != NULL)
     loomCommAbort(g_comm); /* the peers fail at once instead of waiting */
   exit(1);
@@ -59,7 +58,7 @@ static void die_loom(const char *what, loomResult_t res, int line) {
   do {                                                                         \
     loomResult_t res_ = (call);                                                \
     if (res_ != loomSuccess)                                                   \
-      die_loom(#call, res_, __LINE__);                                         \
+      die_loom(#call, res_);                                                   \
   } while (0)
 
 /* ---- Options ----------------------------------------------------------------- */
@@ -484,9 +483,8 @@ int main(int argc, char **argv) {
   loomLaunchInfo_t li;
   loomResult_t res = loomGetLaunchInfo(&li);
   if (res != loomSuccess) {
-    fprintf(stderr, "loom-ddp: cannot tell this process's rank: %s: %s\n"
-            "  Run under a launcher, e.g. 'loomrun -n 4 loom-ddp ...'.\n",
-            loomGetErrorString(res), loomGetLastError(NULL));
+    bench_report_loom_failure("loom-ddp", -1, "loomGetLaunchInfo", res);
+    fprintf(stderr, "  Run under a launcher, e.g. 'loomrun -n 4 loom-ddp ...'.\n");
     return 1;
   }
   d.rank = g_rank = li.rank;

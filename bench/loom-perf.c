@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "loom_failure.h"
 #include "loom.h"
 #include "perf_autotune.h"
 #include "perf_ceiling.h"
@@ -57,10 +58,7 @@ static const perf_launch_t *g_launch; /* for MPI_Abort under MPI */
 /* "loom-perf: rank 0: loomMemAlloc failed: invalid usage: <Loom's text>":
  * the call's name (not its source text) and what Loom said. */
 static void die_loom(const char *what, loomResult_t res) {
-  const char *detail = loomGetLastError(g_comm);
-  int name_len = (int)strcspn(what, "(");
-  fprintf(stderr, "loom-perf: rank %d: %.*s failed: %s: %s\n", g_rank, name_len, what,
-          loomGetErrorString(res), detail && *detail ? detail : "(no further details)");
+  bench_report_loom_failure("loom-perf", g_rank, what, res);
   if (g_comm != NULL)
     loomCommAbort(g_comm); /* make the peers fail fast instead of hanging */
   perf_launch_abort(g_launch, 1);

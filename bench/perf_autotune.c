@@ -20,6 +20,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include "loom_failure.h"
 #include "perf_autotune.h"
 
 #include <errno.h>
@@ -73,11 +74,8 @@ struct coll_result {
 static int g_rank;
 static loomComm_t g_parent, g_child[MAX_CANDS + 1]; /* the children alive */
 
-static void die_loom(const char *what, loomResult_t res, int line) {
-  const char *detail = loomGetLastError(g_parent);
-  fprintf(stderr, "loom-perf --autotune: rank %d: %s failed (perf_autotune.c:%d): %s (%d): %s\n",
-          g_rank, what, line, loomGetErrorString(res), (int)res,
-          detail && *detail ? detail : "(no further details)");
+static void die_loom(const char *what, loomResult_t res) {
+  bench_report_loom_failure("loom-perf --autotune", g_rank, what, res);
   for (int c = 0; c <= MAX_CANDS; c++) /* make the peers fail fast instead of hanging */
     if (g_child[c] != NULL)
       loomCommAbort(g_child[c]);
@@ -89,7 +87,7 @@ static void die_loom(const char *what, loomResult_t res, int line) {
   do {                                                                         \
     loomResult_t res_ = (call);                                                \
     if (res_ != loomSuccess)                                                   \
-      die_loom(#call, res_, __LINE__);                                         \
+      die_loom(#call, res_);                                                   \
   } while (0)
 
 static void *xcalloc(size_t n, size_t size) {

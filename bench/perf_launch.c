@@ -7,6 +7,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 
+#include "loom_failure.h"
 #include "perf_launch.h"
 
 #include <errno.h>
@@ -85,11 +86,10 @@ void perf_launch_start(int *argc, char ***argv, int want_mpi, perf_launch_t *l) 
     loomLaunchInfo_t li;
     loomResult_t res = loomGetLaunchInfo(&li);
     if (res != loomSuccess) {
-      fprintf(stderr, "loom-perf: cannot tell this process's rank: %s: %s\n"
-              "  (also looked for PMI_RANK/PMI_SIZE)\n"
+      bench_report_loom_failure("loom-perf", -1, "loomGetLaunchInfo", res);
+      fprintf(stderr, "  (also looked for PMI_RANK/PMI_SIZE)\n"
               "  Run under a launcher, e.g. 'loomrun -n 4 loom-perf ...' or "
-              "'mpirun -np 4 loom-perf ...'.\n",
-              loomGetErrorString(res), loomGetLastError(NULL));
+              "'mpirun -np 4 loom-perf ...'.\n");
       exit(1);
     }
     l->rank = li.rank;

@@ -106,7 +106,7 @@ else
 fi
 expect_count "^cluster: rank 2 (pid [0-9]* on loom-node-1) killed by signal 9" 1 "the harness names the killed rank"
 expect_count "^cluster: rank [013] (pid [0-9]* on loom-node-[01]) exited with status 1" 3 "the 3 others exit with status 1 by themselves"
-expect_count "^\[\([013]\)\] loom-perf: rank \1: .*failed: rank 2 " 3 "each of the 3 others names rank 2 as the culprit"
+expect_count "^\[\([013]\)\] [^ ]*:\1 LOOM WARN .*: rank \1: allreduce failed: rank 2 failed or exited" 3 "each of the 3 others names rank 2 as the culprit, once (Loom's WARN)"
 
 # The harness: a rank that fails ends the others; a run that hangs ends at
 # its timeout; either way nothing of it survives.

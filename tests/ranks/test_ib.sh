@@ -4,7 +4,8 @@
 # loom_ib_available() gives.  With one: the collective matrix over
 # LOOM_NET=ib (every peer over ib with LOOM_SHM_DISABLE=1, and two
 # LOOM_HOSTID nodes), large messages (rendezvous), small slices (many
-# messages in flight: credits), and the INFO log naming device and port.
+# messages in flight: credits), a rank killed mid-run, and the INFO log
+# naming device and port.  tests/rdma-vm/ runs it on Soft-RoCE in a guest.
 # Every run is bounded (lib.sh); the whole script takes under a minute.
 . "$(dirname "$0")/lib.sh"
 : "${LOOMINFO:?}"
@@ -75,6 +76,25 @@ expect_count "cases passed" 2 "ib: up to 4 MiB (rendezvous writes), 2 ranks"
 LOOM_CHUNK_BYTES=4096 run_ranks 4 60 "$CT" -c allreduce,allgather,alltoall,sendrecv \
   -s 1,1021,70001 -t float32,int8 -o sum,max
 expect_count "cases passed" 4 "ib: 4 KiB slices (credits, many messages in flight), 4 ranks"
+# A rank killed mid-run: both others name it, over ib (completion errors
+# and the QP's teardown, not the TCP bootstrap's, must carry it).
+out=$(timeout -k 5 130 "$LOOMRUN" --tag-output --keep-going --timeout 120 -n 3 \
+  "$TESTBIN/ranks/fault_test" --kill 1 2>&1)
+rc=$?
+expect_count "noticed rank 1's death" 2 "ib: 3 ranks, rank 1 killed: both others name it"
+# As a user under Debian's default 8 MiB locked-memory limit (only in the
+# Soft-RoCE guest, tests/rdma-vm/, where the device node may be opened to
+# all): every rank warns at connection time, naming the limit and what to
+# do, and small (eager, preregistered) messages still pass.
+if [ "${LOOM_RDMA_VM:-0}" = 1 ] && command -v setpriv >/dev/null; then
+  chmod 666 /dev/infiniband/*
+  out=$(setpriv --reuid=65534 --regid=65534 --clear-groups sh -c 'ulimit -l 8192 && exec "$@"' sh \
+    timeout -k 5 130 "$LOOMRUN" --tag-output --timeout 120 -n 2 "$CT" -s 1,1021 -t float32 -o sum 2>&1)
+  rc=$?
+  expect_count "LOOM WARN ib: rank [01]: the locked-memory limit is 8192 KiB (ulimit -l) but its rings to 1 peer(s) pin 1024 KiB and their rendezvous transfers up to 8192 KiB more: .*ulimit -l unlimited" 2 \
+    "ib: under an 8 MiB locked-memory limit, as a user, both ranks warn at connection time"
+  expect_count "cases passed" 2 "ib: as a user under 8 MiB, small messages pass"
+fi
 unset LOOM_SHM_DISABLE
 run_ranks 4 60 sh -c 'LOOM_HOSTID=node$((LOOM_RANK / 2)) exec "$0" "$@"' "$CT" \
   -s 1,1021,300007 -t float32,bfloat16 -o sum,avg

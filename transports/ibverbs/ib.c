@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #define CM_CHECK_NS 10000000ull /* progress looks for rdma_cm events every 10 ms */
@@ -110,6 +111,45 @@ static loomResult_t ib_init(const struct loom_transport_comm *info, void **out, 
   return loomSuccess;
 }
 
+/* 1 when the process may lock any amount of memory (CAP_IPC_LOCK, as root
+ * usually has), read from /proc/self/status. */
+static int can_lock_any(void) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (f == NULL)
+    return 0;
+  char line[256];
+  unsigned long long caps = 0;
+  while (fgets(line, sizeof line, f) != NULL)
+    if (sscanf(line, "CapEff: %llx", &caps) == 1)
+      break;
+  fclose(f);
+  return (caps >> 14) & 1; /* CAP_IPC_LOCK */
+}
+
+/* Registration pins memory against RLIMIT_MEMLOCK (Debian's default for
+ * users: 8 MiB).  Seen on Soft-RoCE: with 8 MiB a 4 MiB all-gather between
+ * two ranks fails with ENOMEM in ibv_reg_mr in the middle of the call.  So
+ * say at connection time, once, when the limit is below what the rings of
+ * npeers peers and their rendezvous transfers in flight can pin. */
+static void warn_memlock(const struct ib_ctx *ctx, int npeers) {
+  struct rlimit rl;
+  if (npeers == 0 || getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
+      can_lock_any())
+    return;
+  const size_t slice = 512u << 10; /* LOOM_CHUNK_BYTES' default */
+  size_t rings = (size_t)npeers * 2 * ib_ep_region_bytes(IB_EP_NSLOTS, IB_EP_SLOT_BYTES,
+                                                         IB_EP_RDV_SLOTS);
+  size_t rdv = (size_t)npeers * 2 * IB_EP_RDV_SLOTS * slice;
+  if ((size_t)rl.rlim_cur >= rings + rdv)
+    return;
+  LOOM_WARN(LOOM_LOG_NET,
+            "ib: rank %d: the locked-memory limit is %llu KiB (ulimit -l) but its rings to %d "
+            "peer(s) pin %zu KiB and their rendezvous transfers up to %zu KiB more: large "
+            "messages may fail with 'Cannot allocate memory'; run with 'ulimit -l unlimited' "
+            "(containers: --ulimit memlock=-1)",
+            ctx->rank, (unsigned long long)rl.rlim_cur >> 10, npeers, rings >> 10, rdv >> 10);
+}
+
 static loomResult_t ib_connect(void *vctx, int npeers, const int *peers, const void *addrs,
                                uint64_t deadline, void **conns) {
   struct ib_ctx *ctx = vctx;
@@ -118,6 +158,7 @@ static loomResult_t ib_connect(void *vctx, int npeers, const int *peers, const v
     conns[i] = ctx->conns[peers[i]];
   LOOM_INFO(LOOM_LOG_NET, "ib: rank %d connected to %d peer(s) over %s port %d", ctx->rank,
             npeers, ctx->dev.dev, ctx->dev.port);
+  warn_memlock(ctx, npeers);
   return loomSuccess;
 }
 

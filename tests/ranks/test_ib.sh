@@ -4,7 +4,7 @@
 # loom_ib_available() gives.  With one: the collective matrix over
 # LOOM_NET=ib (every peer over ib with LOOM_SHM_DISABLE=1, and two
 # LOOM_HOSTID nodes), large messages (rendezvous), small slices (many
-# messages in flight: credits), a rank killed mid-run, and the INFO log
+# messages in flight: credits), a rank killed, stalled or aborting, and the INFO log
 # naming device and port.  tests/rdma-vm/ runs it on Soft-RoCE in a guest.
 # Every run is bounded (lib.sh); the whole script takes under a minute.
 . "$(dirname "$0")/lib.sh"
@@ -82,6 +82,16 @@ out=$(timeout -k 5 130 "$LOOMRUN" --tag-output --keep-going --timeout 120 -n 3 \
   "$TESTBIN/ranks/fault_test" --kill 1 2>&1)
 rc=$?
 expect_count "noticed rank 1's death" 2 "ib: 3 ranks, rank 1 killed: both others name it"
+# A stalled rank and a rank's loomCommAbort, over ib: named by the others
+# within timeout_ms, their queue pairs torn down while transfers are posted.
+out=$(timeout -k 5 130 "$LOOMRUN" --tag-output --keep-going --timeout 120 -n 4 \
+  "$TESTBIN/ranks/fault_test" --stall 2 1500 2>&1)
+rc=$?
+expect_count "gave up on stalled rank 2" 3 "ib: 4 ranks, rank 2 stalled: the 3 others name it"
+out=$(timeout -k 5 130 "$LOOMRUN" --tag-output --keep-going --timeout 120 -n 4 \
+  "$TESTBIN/ranks/fault_test" --abort-rank 2 2>&1)
+rc=$?
+expect_count "learned of rank 2's abort" 3 "ib: 4 ranks, rank 2 aborts: the 3 others name it"
 # As a user under Debian's default 8 MiB locked-memory limit (only in the
 # Soft-RoCE guest, tests/rdma-vm/, where the device node may be opened to
 # all): every rank warns at connection time, naming the limit and what to

@@ -4,7 +4,13 @@
 # whose root is this machine's root filesystem, read-only over 9p, so the
 # command sees the build tree unchanged (docs/testing.md).
 #
-#   tests/rdma-vm/guest.sh [-t SECONDS] COMMAND [ARG...]
+#   tests/rdma-vm/guest.sh [-t SECONDS] [--link listen|connect PORT ADDR/PREFIX]
+#                          COMMAND [ARG...]
+#
+# --link joins this guest to another one through a QEMU socket link on
+# 127.0.0.1:PORT (one guest listens, the other connects) instead of QEMU's
+# user network, with ADDR/PREFIX on its NIC: two kernels, each with its own
+# Soft-RoCE device, doing RDMA to each other (tests/rdma-vm/pair.sh).
 #
 # COMMAND runs as root in the current directory inside the guest, with
 # fresh /tmp, /dev/shm and /run, `ulimit -l unlimited` and LOOM_RDMA_VM=1
@@ -22,6 +28,15 @@ set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 limit=900
 if [ "${1:-}" = -t ]; then limit=$2; shift 2; fi
+netdev="user,id=n0"
+mac=52:54:00:12:34:56 # QEMU's default
+cmdline_ip=""
+if [ "${1:-}" = --link ]; then
+  netdev="socket,id=n0,$2=127.0.0.1:$3"
+  [ "$2" = listen ] && mac=52:54:00:00:00:01 || mac=52:54:00:00:00:02 # one link, two NICs
+  cmdline_ip=" loomip=$4"
+  shift 4
+fi
 [ $# -gt 0 ] || { echo "usage: $0 [-t SECONDS] COMMAND [ARG...]" >&2; exit 2; }
 cache=${LOOM_RDMA_VM_CACHE:-/var/cache/loom-rdma-vm}
 skip() { echo "SKIP: Soft-RoCE guest: $*"; exit 77; }
@@ -94,8 +109,8 @@ pwd >"$job/cwd"
 } >"$job/cmd.sh"
 timeout -k 10 "$limit" qemu-system-x86_64 -accel tcg,thread=multi -smp 2 -m 3072 \
   -nodefaults -vga none -display none -serial stdio -no-reboot -kernel "$vmlinuz" -initrd "$initrd" \
-  -append "console=ttyS0 quiet loglevel=3 panic=-1" \
-  -netdev user,id=n0 -device virtio-net-pci,netdev=n0 \
+  -append "console=ttyS0 quiet loglevel=3 panic=-1$cmdline_ip" \
+  -netdev "$netdev" -device "virtio-net-pci,netdev=n0,mac=$mac" \
   -virtfs local,path=/,mount_tag=host,security_model=none,readonly=on,multidevs=remap \
   -virtfs "local,path=$job,mount_tag=job,security_model=none" </dev/null || {
   rc=$?

@@ -203,6 +203,17 @@ struct loom_mr_stats loom_mr_cache_stats(struct loom_mr_cache *c) {
   return s;
 }
 
+size_t loom_mr_cache_in_use(struct loom_mr_cache *c) {
+  size_t n = 0;
+  pthread_mutex_lock(&c->lock);
+  for (struct loom_mr_entry *e = c->head; e != NULL; e = e->next)
+    n += e->refs > 0;
+  for (struct loom_mr_entry *e = c->zombies; e != NULL; e = e->next)
+    n++; /* invalidated while in use */
+  pthread_mutex_unlock(&c->lock);
+  return n;
+}
+
 void loom_mr_cache_fini(struct loom_mr_cache *c) {
   pthread_mutex_lock(&caches_lock);
   for (struct loom_mr_cache **p = &caches; *p != NULL; p = &(*p)->next_cache)
@@ -224,6 +235,15 @@ void loom_mr_cache_fini(struct loom_mr_cache *c) {
   }
   pthread_mutex_unlock(&c->lock);
   pthread_mutex_destroy(&c->lock);
+}
+
+size_t loom_mr_in_use_all(void) {
+  size_t n = 0;
+  pthread_mutex_lock(&caches_lock);
+  for (struct loom_mr_cache *c = caches; c != NULL; c = c->next_cache)
+    n += loom_mr_cache_in_use(c);
+  pthread_mutex_unlock(&caches_lock);
+  return n;
 }
 
 size_t loom_mr_invalidate_all(const void *addr, size_t len) {

@@ -102,6 +102,12 @@ void loom_mr_release(struct loom_mr_cache *c, struct loom_mr_entry *e);
 /* Drops every entry overlapping [addr, addr+len); returns how many. */
 size_t loom_mr_invalidate(struct loom_mr_cache *c, const void *addr, size_t len);
 struct loom_mr_stats loom_mr_cache_stats(struct loom_mr_cache *c);
+/* How many entries are in use (a transfer holds them), in this cache and
+ * in every cache of the process: the locked-memory limit is the process's,
+ * so when registration fails for want of it while some are, waiting for
+ * them to be released can succeed; when none are, it cannot. */
+size_t loom_mr_cache_in_use(struct loom_mr_cache *c);
+size_t loom_mr_in_use_all(void);
 
 /* loom_mr_invalidate on every cache of this process. */
 size_t loom_mr_invalidate_all(const void *addr, size_t len);

@@ -128,9 +128,11 @@ static int can_lock_any(void) {
 
 /* Registration pins memory against RLIMIT_MEMLOCK (Debian's default for
  * users: 8 MiB).  Seen on Soft-RoCE: with 8 MiB a 4 MiB all-gather between
- * two ranks fails with ENOMEM in ibv_reg_mr in the middle of the call.  So
- * say at connection time, once, when the limit is below what the rings of
- * npeers peers and their rendezvous transfers in flight can pin. */
+ * two ranks failed with ENOMEM in ibv_reg_mr in the middle of the call.
+ * The data path now copes (ib_ep.h: receivers wait for registrations to be
+ * given back, senders copy through staging slots), at the price of copies
+ * and waits; so say at connection time, once, when the limit is below what
+ * the rings of npeers peers and their rendezvous transfers can pin. */
 static void warn_memlock(const struct ib_ctx *ctx, int npeers) {
   struct rlimit rl;
   if (npeers == 0 || getrlimit(RLIMIT_MEMLOCK, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY ||
@@ -145,8 +147,9 @@ static void warn_memlock(const struct ib_ctx *ctx, int npeers) {
   LOOM_WARN(LOOM_LOG_NET,
             "ib: rank %d: the locked-memory limit is %llu KiB (ulimit -l) but its rings to %d "
             "peer(s) pin %zu KiB and their rendezvous transfers up to %zu KiB more: large "
-            "messages may fail with 'Cannot allocate memory'; run with 'ulimit -l unlimited' "
-            "(containers: --ulimit memlock=-1)",
+            "messages will be copied through staging slots or wait for registrations instead "
+            "of going zero-copy; run with 'ulimit -l unlimited' (containers: --ulimit "
+            "memlock=-1)",
             ctx->rank, (unsigned long long)rl.rlim_cur >> 10, npeers, rings >> 10, rdv >> 10);
 }
 

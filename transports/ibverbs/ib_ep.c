@@ -14,7 +14,15 @@
 #include <string.h>
 
 /* wr_id: kind in the high 32 bits, an index below. */
-enum wr_kind { WR_SLOT = 1, WR_CTS, WR_DATA, WR_DATA_LAST, WR_CREDIT };
+enum wr_kind {
+  WR_SLOT = 1,
+  WR_CTS,
+  WR_DATA,
+  WR_DATA_LAST,
+  WR_CREDIT,
+  WR_BOUNCE,      /* rendezvous data written from a staging slot (index: the slot) */
+  WR_BOUNCE_LAST, /* ... its last write */
+};
 #define WR_ID(kind, index) ((uint64_t)(kind) << 32 | (uint32_t)(index))
 
 struct ib_rdv_send {
@@ -25,6 +33,8 @@ struct ib_rdv_send {
   uint64_t raddr;  /* from the CTS */
   uint32_t rkey;
   size_t posted;   /* bytes whose writes are posted */
+  int bounce;      /* registering x->buf failed for want of locked memory: the
+                      data goes through staging slots instead */
 };
 
 struct ib_rdv_recv {
@@ -197,14 +207,6 @@ static int post_one_send(struct ib_ep *ep, struct loom_xfer *x, loomResult_t *re
   if (ep->tx.credits == 0 || ep->slot_busy[s] || !sq_room(ep))
     return 0;
   int eager = x->len <= eager_max(ep);
-  struct loom_mr_entry *mr = NULL;
-  if (!eager) {
-    int rc = loom_mr_acquire(ep->cfg.mrs, x->buf, x->len, &mr);
-    if (rc != 0) {
-      *res = mr_error(ep, rc, x->buf, x->len);
-      return 0;
-    }
-  }
   uint32_t slot;
   ib_credit_tx_take(&ep->tx, &slot);
   struct ib_msg_hdr h = {.kind = eager ? IB_MSG_EAGER : IB_MSG_RTS,
@@ -222,20 +224,17 @@ static int post_one_send(struct ib_ep *ep, struct loom_xfer *x, loomResult_t *re
   *res = post_write(ep, WR_ID(WR_SLOT, slot), stage, bytes, ep->cfg.out_lkey,
                     ep->cfg.remote_addr + (uint64_t)slot * ep->cfg.slot_bytes,
                     ep->cfg.remote_rkey, ib_imm_make(IB_IMM_SLOT, slot), 1);
-  if (*res != loomSuccess) {
-    if (mr != NULL)
-      loom_mr_release(ep->cfg.mrs, mr);
+  if (*res != loomSuccess)
     return 0;
-  }
   ib_credit_rx_returned(&ep->rx, h.credits);
   ep->slot_busy[slot] = 1;
   ep->send_seq++;
   if (eager) {
     x->done = 1; /* copied: the caller may reuse its buffer */
   } else {
-    struct ib_rdv_send rs = {.x = x, .mr = mr, .rdv = ep->rdv_sent++};
+    /* the buffer is registered when the CTS arrives (post_rdv_data) */
+    struct ib_rdv_send rs = {.x = x, .rdv = ep->rdv_sent++};
     if (loom_fifo_push(&ep->rdv_out, &rs) != 0) {
-      loom_mr_release(ep->cfg.mrs, mr);
       *res = ib_ep_fail(ep, loomSystemError, "out of memory");
       return 0;
     }
@@ -255,25 +254,90 @@ static loomResult_t post_sends(struct ib_ep *ep, int *progressed) {
   return loomSuccess;
 }
 
+/* Registration failed for want of locked memory (RLIMIT_MEMLOCK), not
+ * because the buffer is bad. */
+static int short_of_locked_memory(int rc) { return rc == ENOMEM || rc == EAGAIN; }
+
+/* Registers the send buffer of a rendezvous whose CTS arrived.  Taken this
+ * late, a send's registration never waits on the peer, so a receiver that
+ * waits for locked memory (post_cts) always gets some back.  Short of
+ * locked memory, the data goes through the staging slots instead. */
+static loomResult_t register_send(struct ib_ep *ep, struct ib_rdv_send *s) {
+  int rc = loom_mr_acquire(ep->cfg.mrs, s->x->buf, s->x->len, &s->mr);
+  if (rc == 0)
+    return loomSuccess;
+  s->mr = NULL;
+  if (!short_of_locked_memory(rc))
+    return mr_error(ep, rc, s->x->buf, s->x->len);
+  if (!ep->bounce_noted)
+    LOOM_INFO(LOOM_LOG_NET,
+              "ib: rank %d: registering a %zu-byte send buffer for rank %d failed (%s): its "
+              "data goes through the staging slots (ulimit -l unlimited avoids the copy)",
+              ep->cfg.rank, s->x->len, ep->cfg.peer, strerror(rc));
+  ep->bounce_noted = 1;
+  s->bounce = 1;
+  return loomSuccess;
+}
+
+/* A free staging slot to write bounced data from, or -1. */
+static int free_slot(const struct ib_ep *ep) {
+  for (uint32_t i = 0; i < ep->cfg.nslots; i++) {
+    uint32_t s = (ep->tx.next + ep->cfg.nslots / 2 + i) & (ep->cfg.nslots - 1);
+    if (!ep->slot_busy[s])
+      return (int)s;
+  }
+  return -1;
+}
+
+/* Posts the next write of s: straight from its registered buffer, or
+ * copied into a staging slot.  1: posted; 0: must wait for room. */
+static int post_rdv_write(struct ib_ep *ep, struct ib_rdv_send *s, loomResult_t *res) {
+  if (!sq_room(ep))
+    return 0;
+  size_t n = s->x->len - s->posted;
+  size_t most = s->bounce && ep->cfg.slot_bytes < ep->cfg.max_write ? ep->cfg.slot_bytes
+                                                                      : ep->cfg.max_write;
+  if (n > most)
+    n = most;
+  int last = s->posted + n == s->x->len;
+  const char *from = (const char *)s->x->buf + s->posted;
+  uint32_t lkey, index = s->rdv;
+  enum wr_kind kind = last ? WR_DATA_LAST : WR_DATA;
+  if (s->bounce) {
+    int slot = free_slot(ep);
+    if (slot < 0)
+      return 0;
+    uint8_t *stage = ep->cfg.out + (size_t)slot * ep->cfg.slot_bytes;
+    memcpy(stage, from, n);
+    ep->slot_busy[slot] = 1;
+    from = (const char *)stage;
+    lkey = ep->cfg.out_lkey;
+    index = (uint32_t)slot;
+    kind = last ? WR_BOUNCE_LAST : WR_BOUNCE;
+  } else {
+    lkey = s->mr->keys.lkey;
+  }
+  *res = post_write(ep, WR_ID(kind, index), from, n, lkey, s->raddr + s->posted, s->rkey,
+                    ib_imm_make(IB_IMM_DONE, s->rdv), last);
+  if (*res != loomSuccess)
+    return 0;
+  s->posted += n;
+  return 1;
+}
+
 /* Rendezvous data: every entry whose CTS arrived, in order, as far as the
- * send queue has room. */
+ * send queue (and, bounced, the staging slots) have room. */
 static loomResult_t post_rdv_data(struct ib_ep *ep, int *progressed) {
   for (size_t i = 0; i < ep->rdv_out.count; i++) {
     struct ib_rdv_send *s = loom_fifo_at(&ep->rdv_out, i);
     if (!s->cts)
       return loomSuccess; /* CTS arrive in order: none further either */
+    if (s->mr == NULL && !s->bounce)
+      LOOM_CHECK(register_send(ep, s));
     while (s->posted < s->x->len) {
-      if (!sq_room(ep))
-        return loomSuccess;
-      size_t n = s->x->len - s->posted;
-      if (n > ep->cfg.max_write)
-        n = ep->cfg.max_write;
-      int last = s->posted + n == s->x->len;
-      LOOM_CHECK(post_write(ep, WR_ID(last ? WR_DATA_LAST : WR_DATA, s->rdv),
-                            (char *)s->x->buf + s->posted, n, s->mr->keys.lkey,
-                            s->raddr + s->posted, s->rkey, ib_imm_make(IB_IMM_DONE, s->rdv),
-                            last));
-      s->posted += n;
+      loomResult_t res = loomSuccess;
+      if (!post_rdv_write(ep, s, &res))
+        return res;
       *progressed = 1;
     }
   }
@@ -305,7 +369,12 @@ static int post_cts(struct ib_ep *ep, struct loom_xfer *x, loomResult_t *res) {
   struct loom_mr_entry *mr;
   int rc = loom_mr_acquire(ep->cfg.mrs, x->buf, x->len, &mr);
   if (rc != 0) {
-    *res = mr_error(ep, rc, x->buf, x->len);
+    /* Short of locked memory while transfers hold some: they give it back
+     * without waiting on anyone (sends register only once their CTS came,
+     * or bounce), so answer this RTS later.  With none held, waiting cannot
+     * help. */
+    if (!short_of_locked_memory(rc) || loom_mr_in_use_all() == 0)
+      *res = mr_error(ep, rc, x->buf, x->len);
     return 0;
   }
   struct ib_cts c = {.credits = piggyback_credits(ep),
@@ -390,6 +459,21 @@ loomResult_t ib_ep_progress(struct ib_ep *ep, int *progressed) {
 
 /* ---- completions ------------------------------------------------------------ */
 
+/* The oldest rendezvous send wrote its last byte.  Send completions come
+ * in posting order, and rendezvous data is posted in RTS order: the
+ * finished one is the oldest (check_rdv: its number must be rdv). */
+static loomResult_t rdv_send_done(struct ib_ep *ep, int check_rdv, uint32_t rdv) {
+  struct ib_rdv_send *s = loom_fifo_at(&ep->rdv_out, 0);
+  if (s == NULL || (check_rdv && s->rdv != rdv) || s->posted != s->x->len)
+    return ib_ep_fail(ep, loomInternalError, "rendezvous %u completed out of order",
+                      s != NULL ? s->rdv : rdv);
+  if (s->mr != NULL)
+    loom_mr_release(ep->cfg.mrs, s->mr);
+  s->x->done = 1;
+  loom_fifo_pop(&ep->rdv_out);
+  return loomSuccess;
+}
+
 loomResult_t ib_ep_send_done(struct ib_ep *ep, uint64_t wr_id) {
   if (ep->sq_used == 0)
     return ib_ep_fail(ep, loomInternalError, "a send completion with none outstanding");
@@ -407,17 +491,16 @@ loomResult_t ib_ep_send_done(struct ib_ep *ep, uint64_t wr_id) {
   case WR_DATA:
   case WR_CREDIT:
     return loomSuccess;
-  case WR_DATA_LAST: {
-    /* Send completions come in posting order, and rendezvous data is
-     * posted in RTS order: the finished one is the oldest. */
-    struct ib_rdv_send *s = loom_fifo_at(&ep->rdv_out, 0);
-    if (s == NULL || s->rdv != index || s->posted != s->x->len)
-      return ib_ep_fail(ep, loomInternalError, "rendezvous %u completed out of order", index);
-    loom_mr_release(ep->cfg.mrs, s->mr);
-    s->x->done = 1;
-    loom_fifo_pop(&ep->rdv_out);
+  case WR_BOUNCE:
+    if (index < ep->cfg.nslots)
+      ep->slot_busy[index] = 0;
     return loomSuccess;
-  }
+  case WR_BOUNCE_LAST:
+    if (index < ep->cfg.nslots)
+      ep->slot_busy[index] = 0;
+    return rdv_send_done(ep, 0, 0);
+  case WR_DATA_LAST:
+    return rdv_send_done(ep, 1, index);
   }
   return ib_ep_fail(ep, loomInternalError, "unknown send completion 0x%llx",
                     (unsigned long long)wr_id);

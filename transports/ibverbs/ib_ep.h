@@ -13,12 +13,16 @@
  *          payload into its staging slot and writes them into the peer's
  *          ring slot (imm SLOT); the send is done at once; the receiver
  *          checks fingerprint and length and copies out, freeing the slot
- *   rendezvous (larger): the sender registers its buffer (common/mr_cache.h) and
- *          writes an RTS header into a slot; the receiver, once the
- *          matching receive is posted, registers the receive buffer and
- *          writes a CTS (address, rkey) into the sender's CTS table (imm
- *          CTS); the sender writes the data straight into the receive
- *          buffer, the last write with imm DONE.  No copy.
+ *   rendezvous (larger): the sender writes an RTS header into a slot;
+ *          the receiver, once the matching receive is posted, registers
+ *          the receive buffer (common/mr_cache.h) and writes a CTS
+ *          (address, rkey) into the sender's CTS table (imm CTS); the
+ *          sender registers its buffer and writes the data straight into
+ *          the receive buffer, the last write with imm DONE.  No copy.
+ *          Short of locked memory (RLIMIT_MEMLOCK), the sender copies the
+ *          data through free staging slots instead, and the receiver
+ *          answers the RTS once transfers in flight have given some back:
+ *          a send's registration waits on nobody, so that always comes.
  * Ring slots come back to the sender in batches (imm CREDIT) or inside any
  * header or CTS going the other way.
  */
@@ -83,6 +87,7 @@ struct ib_ep {
   uint32_t cts_seen;           /* CTS received */
   uint8_t *slot_busy;          /* staging slot written, completion not yet seen */
   uint8_t *cts_busy;
+  int bounce_noted;            /* the INFO line on the first bounced send was logged */
   loomResult_t failed;
 };
 

@@ -105,6 +105,12 @@ static void json_number(FILE *f, double v) {
     fprintf(f, "%.6g", v);
 }
 
+/* ,"name":v — a member after the first. */
+static void json_field(FILE *f, const char *name, double v) {
+  fprintf(f, ",\"%s\":", name);
+  json_number(f, v);
+}
+
 static void json_wrong(FILE *f, int64_t wrong) {
   if (wrong < 0)
     fputs("null", f);
@@ -121,14 +127,10 @@ static const perf_meas_t *meas_of(const perf_row_t *row, size_t off) {
  * round's figures. */
 static void json_spread(FILE *f, const perf_results_t *r, int i, size_t off) {
   const perf_meas_t *m = meas_of(&r->rows[i], off);
-  fputs(",\"time_us_min\":", f);
-  json_number(f, m->time_min_us);
-  fputs(",\"time_us_max\":", f);
-  json_number(f, m->time_max_us);
-  fputs(",\"busbw_gbs_min\":", f);
-  json_number(f, m->busbw_min_gbs);
-  fputs(",\"busbw_gbs_max\":", f);
-  json_number(f, m->busbw_max_gbs);
+  json_field(f, "time_us_min", m->time_min_us);
+  json_field(f, "time_us_max", m->time_max_us);
+  json_field(f, "busbw_gbs_min", m->busbw_min_gbs);
+  json_field(f, "busbw_gbs_max", m->busbw_max_gbs);
   static const char *const fields[] = {"time_us", "busbw_gbs", "wrong"};
   for (int k = 0; k < 3; k++) {
     fprintf(f, "%s\"%s\":[", k ? "]," : ",\"per_round\":{", fields[k]);
@@ -153,10 +155,8 @@ static void json_meas(FILE *f, const perf_results_t *r, int i, size_t off) {
   const perf_meas_t *m = meas_of(&r->rows[i], off);
   fputs("{\"time_us\":", f);
   json_number(f, m->time_us);
-  fputs(",\"algbw_gbs\":", f);
-  json_number(f, m->algbw_gbs);
-  fputs(",\"busbw_gbs\":", f);
-  json_number(f, m->busbw_gbs);
+  json_field(f, "algbw_gbs", m->algbw_gbs);
+  json_field(f, "busbw_gbs", m->busbw_gbs);
   fputs(",\"wrong\":", f);
   json_wrong(f, m->wrong);
   if (has_rounds(r))
@@ -180,21 +180,18 @@ static void json_row(FILE *f, const perf_results_t *r, int i) {
   if (row->has_peer) {
     fputs(",\"peer\":{\"time_us\":", f);
     json_number(f, row->peer.time_us);
-    fputs(",\"busbw_gbs\":", f);
-    json_number(f, row->peer.busbw_gbs);
+    json_field(f, "busbw_gbs", row->peer.busbw_gbs);
     fputs(",\"wrong\":", f);
     json_wrong(f, row->peer.wrong);
     if (has_rounds(r))
       json_spread(f, r, i, offsetof(perf_row_t, peer));
-    fputs(",\"ratio\":", f);
-    json_number(f, ratio(row));
+    json_field(f, "ratio", ratio(row));
     fputc('}', f);
   }
   if (r->ceiling) {
     fputs(",\"ceiling\":{\"mem_busbw_gbs\":", f);
     json_number(f, row->mem_gbs);
-    fputs(",\"tcp_gbs\":", f);
-    json_number(f, row->tcp_gbs);
+    json_field(f, "tcp_gbs", row->tcp_gbs);
     fputc('}', f);
   }
   fputc('}', f);

@@ -30,6 +30,19 @@ expect_init_fail() {
 }
 
 pass() { echo "PASS: $*"; }
+skip() { echo "SKIP: $*"; }
+
+# use_python_checks WHAT — for scripts that check output with Python: PY
+# (Debian's python3), have_py (1 when it can run), a scratch directory
+# $tmp removed at exit; without PY one SKIP line says WHAT is left out.
+use_python_checks() {
+  PY=/usr/bin/python3
+  tmp=$(mktemp -d) || exit 1
+  trap 'rm -rf "$tmp"' EXIT
+  have_py=0
+  [ -x "$PY" ] && have_py=1
+  [ $have_py = 1 ] || skip "no $PY: $1"
+}
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # expect_count PATTERN N WHAT — $out must contain exactly N lines matching

@@ -10,13 +10,7 @@
 . "$(dirname "$0")/lib.sh"
 : "${LOOMPERF:?}"
 
-PY=/usr/bin/python3
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-skip() { echo "SKIP: $*"; }
-have_py=0
-[ -x "$PY" ] && have_py=1
-[ $have_py = 1 ] || skip "no $PY: the JSON checks are left out"
+use_python_checks "the JSON checks are left out"
 
 # check_json FILE ROWS IP WHAT [PEER] — FILE parses; its rows number ROWS,
 # every "oop" has wrong 0, "ip" is checked (0), N/A

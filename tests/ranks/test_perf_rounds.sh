@@ -12,13 +12,7 @@
 . "$(dirname "$0")/lib.sh"
 : "${LOOMPERF:?}"
 
-PY=/usr/bin/python3
-tmp=$(mktemp -d) || exit 1
-trap 'rm -rf "$tmp"' EXIT
-skip() { echo "SKIP: $*"; }
-have_py=0
-[ -x "$PY" ] && have_py=1
-[ $have_py = 1 ] || skip "no $PY: the JSON and autotune checks are left out"
+use_python_checks "the JSON and autotune checks are left out"
 
 # check_rounds_json FILE ROUNDS ROWS WHAT [peer] — FILE parses; "rounds" is
 # ROUNDS; ROWS rows; in every measurement (oop, ip where there is one, peer

@@ -20,8 +20,8 @@ enum wr_kind {
   WR_DATA,
   WR_DATA_LAST,
   WR_CREDIT,
-  WR_BOUNCE,      /* rendezvous data written from a staging slot (index: the slot) */
-  WR_BOUNCE_LAST, /* ... its last write */
+  WR_BOUNCE_LAST, /* the last write of rendezvous data sent from staging slots (index:
+                     the slot; the others are WR_SLOT writes) */
 };
 #define WR_ID(kind, index) ((uint64_t)(kind) << 32 | (uint32_t)(index))
 
@@ -295,8 +295,9 @@ static int post_rdv_write(struct ib_ep *ep, struct ib_rdv_send *s, loomResult_t 
   if (!sq_room(ep))
     return 0;
   size_t n = s->x->len - s->posted;
-  size_t most = s->bounce && ep->cfg.slot_bytes < ep->cfg.max_write ? ep->cfg.slot_bytes
-                                                                      : ep->cfg.max_write;
+  size_t most = ep->cfg.max_write;
+  if (s->bounce && ep->cfg.slot_bytes < most)
+    most = ep->cfg.slot_bytes;
   if (n > most)
     n = most;
   int last = s->posted + n == s->x->len;
@@ -313,7 +314,7 @@ static int post_rdv_write(struct ib_ep *ep, struct ib_rdv_send *s, loomResult_t 
     from = (const char *)stage;
     lkey = ep->cfg.out_lkey;
     index = (uint32_t)slot;
-    kind = last ? WR_BOUNCE_LAST : WR_BOUNCE;
+    kind = last ? WR_BOUNCE_LAST : WR_SLOT; /* a WR_SLOT completion frees the slot */
   } else {
     lkey = s->mr->keys.lkey;
   }
@@ -490,10 +491,6 @@ loomResult_t ib_ep_send_done(struct ib_ep *ep, uint64_t wr_id) {
     return loomSuccess;
   case WR_DATA:
   case WR_CREDIT:
-    return loomSuccess;
-  case WR_BOUNCE:
-    if (index < ep->cfg.nslots)
-      ep->slot_busy[index] = 0;
     return loomSuccess;
   case WR_BOUNCE_LAST:
     if (index < ep->cfg.nslots)

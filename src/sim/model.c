@@ -460,19 +460,19 @@ static double rank_finish(const struct model *m, const struct rstate *s) {
 
 /* After the heap ran dry: a rank with work left waits for ever, or a
  * message was sent that nobody received. */
-static int check_finished(const struct model *m, char *err, size_t errlen) {
+static int check_finished(const struct model *m) {
   for (int r = 0; r < m->job->nsim; r++) {
     const struct rstate *s = &m->rs[r];
     const struct loom_sim_step *steps = s->sr->steps;
     if (s->recv.step < s->sr->nsteps) {
-      snprintf(err, errlen,
+      snprintf(m->err, m->errlen,
                "the model found rank %d waiting forever on slice %zu of step %d's receive "
                "from rank %d",
                s->sr->rank, s->recv.k, s->recv.step, steps[s->recv.step].recv_peer);
       return -1;
     }
     if (s->send.step < s->sr->nsteps) {
-      snprintf(err, errlen,
+      snprintf(m->err, m->errlen,
                "the model found rank %d unable to send slice %zu of step %d (it waits on "
                "step %d)",
                s->sr->rank, s->send.k, s->send.step, steps[s->send.step].wait);
@@ -482,7 +482,7 @@ static int check_finished(const struct model *m, char *err, size_t errlen) {
   for (int r = 0; r < m->job->nsim; r++)
     for (int c = 0; c < m->rs[r].nchan; c++)
       if (m->rs[r].chan[c].len > 0) {
-        snprintf(err, errlen,
+        snprintf(m->err, m->errlen,
                  "mismatched messages: rank %d received %zu fewer slices than simulated "
                  "rank %d sent it",
                  m->rs[r].sr->rank, m->rs[r].chan[c].len, m->rs[m->rs[r].chan[c].src].sr->rank);
@@ -564,7 +564,7 @@ int loom_sim_model_run(const struct loom_sim_params *p, const struct loom_sim_jo
   if (m.slice == 0)
     m.slice = 1;
   int rc = -1;
-  if (model_setup(&m) != 0 || model_loop(&m) != 0 || check_finished(&m, err, errlen) != 0)
+  if (model_setup(&m) != 0 || model_loop(&m) != 0 || check_finished(&m) != 0)
     goto out;
   double end = 0.0;
   for (int r = 0; r < job->nsim; r++)

@@ -7,6 +7,7 @@
  */
 #include "api/comm.h"
 #include "api/task.h"
+#include "api/ipc_coll.h"
 #include "core/error.h"
 #include "device/stage.h"
 
@@ -47,6 +48,12 @@ static loomResult_t batch_post_next(struct loom_batch *b, int *posted) {
     b->next++;
   if (b->next < b->ncalls) {
     const struct loom_call *c = &b->calls[b->next];
+    if (loom_ipc_wants(c)) {
+      b->next++;
+      if ((b->ipc = malloc(sizeof *b->ipc)) == NULL)
+        return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (device IPC)");
+      return loom_ipc_begin(comm, c, b->ipc, &b->posted);
+    }
     int left = b->ncalls - b->next;
     int span = left > 1 ? loom_bucket_span(c, left, comm->bucket_bytes) : 1;
     b->next += span;
@@ -76,6 +83,31 @@ static void batch_task_ended(struct loom_batch *b, loomResult_t res) {
   b->unpack = 0;
 }
 
+/* The IPC call in flight, if any, is over. */
+static void batch_ipc_done(struct loom_batch *b) {
+  if (b->ipc == NULL)
+    return;
+  loom_ipc_end(b->ipc);
+  free(b->ipc);
+  b->ipc = NULL;
+}
+
+/* An IPC call in flight goes on to its next phase: *posted = 1 when it
+ * posted a task, else it is over (done or failed). */
+static void batch_ipc_next(struct loom_batch *b, int *posted) {
+  *posted = 0;
+  if (b->ipc == NULL)
+    return;
+  loomResult_t res = loomSuccess;
+  if (b->res == loomSuccess &&
+      (res = loom_ipc_continue(b->comm, b->ipc, &b->posted, posted)) != loomSuccess)
+    batch_fail(b, res);
+  if (!*posted || res != loomSuccess) {
+    *posted = 0;
+    batch_ipc_done(b);
+  }
+}
+
 /* Done with the communicator: an argument error found this late (a custom
  * op destroyed while queued) leaves it usable; anything else broke it. */
 static void batch_close(struct loom_batch *b) {
@@ -87,6 +119,7 @@ static void batch_close(struct loom_batch *b) {
   }
   free(b->p2p);
   b->p2p = NULL;
+  batch_ipc_done(b);
   pthread_mutex_unlock(&comm->op_lock);
   /* An Abort waiting for comm may free it now, while other batches run. */
   if (b->counted) {
@@ -108,7 +141,8 @@ static int batch_next(void *arg, int i, loomResult_t ended) {
     batch_fail(b, res);
   b->started = 1;
   int posted = 0;
-  if (b->res == loomSuccess && (res = batch_post_next(b, &posted)) != loomSuccess)
+  batch_ipc_next(b, &posted);
+  if (!posted && b->res == loomSuccess && (res = batch_post_next(b, &posted)) != loomSuccess)
     batch_fail(b, res);
   if (posted && res == loomSuccess)
     return 1;
@@ -151,6 +185,7 @@ static void batch_reset(struct loom_batch *b) {
   b->np2p = 0;
   b->unpack = b->bucket_first = b->bucket_n = 0;
   b->posted.user_bufs = NULL;
+  b->ipc = NULL;
   b->res = loomSuccess;
 }
 
@@ -207,7 +242,7 @@ static loomResult_t execute_single(loomComm_t comm, const struct loom_call *c) {
 }
 
 loomResult_t loom_execute(loomComm_t comm, struct loom_call *calls, int ncalls) {
-  if (ncalls == 1 && calls[0].coll != LOOM_COLL_SENDRECV)
+  if (ncalls == 1 && calls[0].coll != LOOM_COLL_SENDRECV && !loom_ipc_wants(&calls[0]))
     return execute_single(comm, &calls[0]);
   struct loom_batch b;
   b.comm = comm;

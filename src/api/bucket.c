@@ -10,6 +10,7 @@
  */
 #include "api/comm.h"
 #include "api/task.h"
+#include "api/ipc_coll.h"
 #include "core/error.h"
 #include "device/reduce.h"
 
@@ -31,7 +32,8 @@ static size_t send_bytes(const struct loom_call *c) {
 
 static int fusable(const struct loom_call *first, const struct loom_call *c) {
   return c->coll == first->coll && c->comm == first->comm && c->stream == first->stream &&
-         c->datatype == first->datatype && c->op == first->op && c->count > 0;
+         c->datatype == first->datatype && c->op == first->op && c->count > 0 &&
+         !loom_ipc_wants(c); /* their device buffers stay where they are */
 }
 
 /* A buffer range of a call, for the dependency sweep. */

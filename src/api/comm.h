@@ -5,6 +5,7 @@
 #define LOOM_API_COMM_H
 
 #include "bootstrap/bootstrap.h"
+#include "device/device.h"
 #include "engine/engine.h"
 #include "loom.h"
 #include "plan/plan.h"
@@ -45,6 +46,8 @@ struct loomComm {
   pthread_mutex_t ops_lock; /* guards custom_ops (not op_lock: a collective may run) */
   unsigned coll_seq; /* collectives run so far (fingerprints carry it) */
   size_t bucket_bytes; /* LOOM_BUCKET_BYTES, read at init */
+  int device_ipc;      /* LOOM_DEVICE_IPC, read at init */
+  struct loom_ipc_state *ipc[LOOM_NUM_DEVICES]; /* api/ipc_state.c, per device */
   int nchannels;                   /* LOOM_NCHANNELS (read at init) */
   unsigned proto[LOOM_COLL_COUNT]; /* LOOM_PROTO (read at init): allowed protocols per
                                      collective, 0 = any */

@@ -131,7 +131,9 @@ loomResult_t loom_post_call(loomComm_t comm, const struct loom_call *c, int fp_c
   p->bufs[LOOM_BUF_SEND] = (void *)sendbuff;
   p->bufs[LOOM_BUF_RECV] = recvbuff;
   p->bufs[LOOM_BUF_SCRATCH] = comm->scratch;
-  p->eop = (struct loom_engine_op){.name = loom_coll_name(c->coll),
+  p->eop = (struct loom_engine_op){.name = fp_coll == LOOM_FP_DEVICE_IPC
+                                               ? "collective through device IPC"
+                                               : loom_coll_name(c->coll),
                                    .sched = &p->sched,
                                    .bufs = p->bufs,
                                    .nbufs = 3,

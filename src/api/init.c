@@ -3,6 +3,7 @@
  * finalize, destroy, abort, and the small queries.
  */
 #include "api/comm.h"
+#include "api/ipc_coll.h"
 #include "api/task.h"
 #include "core/config.h"
 #include "core/error.h"
@@ -324,6 +325,7 @@ static loomResult_t read_algo(const loomConfig_t *config, unsigned algo[LOOM_COL
 }
 
 static void comm_free(loomComm_t comm) {
+  loom_ipc_state_free(comm);
   if (comm->engine.tp != NULL && comm->engine.tp_ctx != NULL)
     comm->engine.tp->fini(comm->engine.tp_ctx);
   loom_bootstrap_close(comm->bs);
@@ -391,6 +393,7 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   comm->magic = LOOM_COMM_MAGIC;
   comm->sched_cap = LOOM_SCHED_MAX_STEPS(nranks);
   comm->bucket_bytes = (size_t)loom_param_int(LOOM_PARAM_BUCKET_BYTES);
+  comm->device_ipc = (int)loom_param_int(LOOM_PARAM_DEVICE_IPC);
   memcpy(comm->algo, algo, sizeof comm->algo);
   memcpy(comm->proto, proto, sizeof comm->proto);
   comm->nchannels = (int)loom_param_int(LOOM_PARAM_NCHANNELS);

@@ -16,6 +16,7 @@
  */
 #include "api/comm.h"
 #include "api/task.h"
+#include "api/ipc_coll.h"
 #include "core/error.h"
 #include "device/reduce.h"
 #include "device/stage.h"
@@ -155,13 +156,19 @@ static loomResult_t make_regions(struct loom_stage *st, const struct loom_device
   return loomSuccess;
 }
 
-/* The one device of the calls' device buffers: loomSuccess with *ops
+/* 1 when c's device buffers are staged: not host memory, and not moved
+ * device to device through IPC. */
+static int staged(const struct loom_call *c) {
+  return c->device != loomDeviceHost && !loom_ipc_wants(c);
+}
+
+/* The one device of the calls' staged buffers: loomSuccess with *ops
  * (NULL when none), or an error when they are of two devices. */
 static loomResult_t stage_device(const struct loom_call *calls, int n,
                                  const struct loom_device_ops **ops) {
   *ops = NULL;
   for (int i = 0; i < n; i++) {
-    if (calls[i].device == loomDeviceHost)
+    if (!staged(&calls[i]))
       continue;
     const struct loom_device_ops *o;
     LOOM_CHECK(loom_device_get(calls[i].device, &o, loom_coll_name(calls[i].coll)));
@@ -187,7 +194,7 @@ loomResult_t loom_stage_calls(struct loom_stage *st, struct loom_call *calls, in
   struct regions r = {0};
   loomResult_t res = loomSuccess;
   for (int i = 0; i < n && res == loomSuccess; i++)
-    if (calls[i].device != loomDeviceHost)
+    if (staged(&calls[i]))
       res = call_spans_of(&calls[i], &all);
   if (res == loomSuccess && all.n > 0)
     res = make_regions(st, ops, &all, &r);
@@ -197,7 +204,7 @@ loomResult_t loom_stage_calls(struct loom_stage *st, struct loom_call *calls, in
     res = add_copies(st, &all, &r, SPAN_WRITE);
   for (int i = 0; i < n && res == loomSuccess && all.n > 0; i++) {
     struct loom_call *c = &calls[i];
-    if (c->device == loomDeviceHost)
+    if (!staged(c))
       continue;
     if (c->send_bytes > 0 && on_device(c->sendbuff, c->device))
       c->sendbuff = host_of(&r, c->sendbuff);

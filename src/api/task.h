@@ -93,6 +93,7 @@ struct loom_batch {
   int started, next, p2p_posted;
   int *p2p, np2p;                  /* indices of the sends and receives */
   int unpack, bucket_first, bucket_n; /* the bucket in flight, copied out at its end */
+  struct loom_ipc_run *ipc;           /* a call in flight through device IPC (ipc_coll.h) */
   struct loom_posted posted;
   loomResult_t res;
   char error[1024]; /* res's text */

@@ -334,6 +334,16 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          .help = "the simulated device (loomDeviceSim) waits a random 0..N microseconds "
                  "before each copy or kernel on its streams, so that work missing an "
                  "ordering shows as wrong data in tests"},
+    [LOOM_PARAM_DEVICE_IPC] =
+        {.name = "LOOM_DEVICE_IPC",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = "1",
+         .min = 0,
+         .max = 1,
+         .help = "on a communicator whose ranks share one node, all-reduce, all-gather, "
+                 "reduce-scatter, broadcast and reduce of device buffers read and write the "
+                 "peers' device memory directly (CUDA IPC, the simulated device's shared "
+                 "storage); 0 stages them through host memory instead"},
 };
 
 struct param_value {

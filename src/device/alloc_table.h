@@ -17,6 +17,7 @@ struct loom_alloc {
   size_t span;    /* the address range it takes (>= bytes) */
   void *storage;  /* backend's: where the bytes live (sim), or NULL */
   int fd;         /* backend's: the file behind storage, or -1 */
+  int imported;   /* opened from another process's IPC handle: not loomMemFree's */
 };
 
 struct loom_alloc_table {

@@ -86,7 +86,21 @@ struct loom_device_ops {
    * device: no host thread (nor a backend's callback thread) blocks.  The
    * event may be destroyed right after the call. */
   loomResult_t (*stream_wait_event)(void *native, void *event);
+
+  /* ---- IPC: ranks of one node use each other's device memory ---- */
+  /* Bytes of a handle (at most LOOM_IPC_HANDLE_MAX); 0: no IPC, and the
+   * three entries below are NULL. */
+  size_t ipc_handle_bytes;
+  /* The handle of the allocation holding ptr, and ptr's offset in it. */
+  loomResult_t (*ipc_get)(const void *ptr, void *handle, size_t *offset);
+  /* Maps another process's allocation: *base is its start here, device
+   * memory of this backend as any other (its bounds known where the
+   * backend knows them).  Opening a handle of this process is refused. */
+  loomResult_t (*ipc_open)(const void *handle, void **base);
+  void (*ipc_close)(void *base);
 };
+
+#define LOOM_IPC_HANDLE_MAX 64 /* a cudaIpcMemHandle_t */
 
 /* The device module (libloom-dev-cuda.so) exports this, named
  * LOOM_DEVICE_MODULE_SYMBOL.  The first three fields are those of every

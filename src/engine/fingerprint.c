@@ -53,6 +53,11 @@ void loom_fp_text(const uint64_t fp[2], char *buf, size_t len) {
              seq);
     return;
   }
+  if (coll == LOOM_FP_DEVICE_IPC) {
+    snprintf(buf, len, "a collective on device buffers, through device IPC (LOOM_DEVICE_IPC=1, "
+             "one node) #%u", seq);
+    return;
+  }
   append(&t, "%s(", loom_coll_name((enum loom_coll)coll));
   const char *sep = "";
   /* Per-pair sizes of send/recv and all-to-all-v are checked per message. */

@@ -16,6 +16,10 @@
  * fingerprinted with its own kind before its bootstrap work. */
 #define LOOM_FP_SPLIT 100
 #define LOOM_FP_FINALIZE 101
+/* The handshakes and barriers of a collective on device buffers run
+ * through IPC (api/ipc_coll.c): a rank staging the same call through host
+ * memory, or passing host buffers, is named instead of mixed in. */
+#define LOOM_FP_DEVICE_IPC 102
 
 /* word 0: collective+1(8) datatype(8) op(8) seq(16) root+1(24); word 1:
  * count.  seq numbers the communicator's collectives (mod 65536; 0 for

@@ -12,9 +12,12 @@
  *            queued before it;
  *   group    calls of one group that read what an earlier call of the
  *            group wrote (a -> b, then b -> c; two in place on c) see it,
- *            with stream NULL and on a device stream.
+ *            with stream NULL and on a device stream;
+ *   clique   3 ranks of loomCommInitAll in this process, driven by one
+ *            thread in groups: all-reduce and all-gather of device buffers
+ *            (ranks of one process share device memory without IPC).
  *
- *   device_test [-d sim|cuda] [-i iterations] [-p api,fault,order,hostfn,group]
+ *   device_test [-d sim|cuda] [-i iterations] [-p api,fault,order,hostfn,group,clique]
  */
 #include "loom.h"
 
@@ -240,9 +243,51 @@ static void test_group(loomComm_t comm) {
   CHECK_LOOM(loomMemFree(d));
 }
 
+/* A clique of K ranks in this process: rank k's input is k + 1 + i. */
+static void test_clique(void) {
+  enum { K = 3, COUNT = 4099 };
+  loomComm_t comms[K];
+  int64_t *in[K], *sum[K], *all[K];
+  int64_t *host = malloc(K * COUNT * sizeof(int64_t));
+  CHECK_LOOM(loomCommInitAll(comms, K, NULL));
+  for (int k = 0; k < K; k++) {
+    CHECK_LOOM(loomMemAlloc((void **)&in[k], COUNT * sizeof(int64_t), dev));
+    CHECK_LOOM(loomMemAlloc((void **)&sum[k], COUNT * sizeof(int64_t), dev));
+    CHECK_LOOM(loomMemAlloc((void **)&all[k], K * COUNT * sizeof(int64_t), dev));
+    for (int i = 0; i < COUNT; i++)
+      host[i] = k + 1 + i;
+    CHECK_LOOM(loomMemcpyAsync(in[k], host, COUNT * sizeof(int64_t), NULL));
+  }
+  CHECK_LOOM(loomGroupStart());
+  for (int k = 0; k < K; k++) {
+    CHECK_LOOM(loomAllReduce(in[k], sum[k], COUNT, loomInt64, loomSum, comms[k], NULL));
+    CHECK_LOOM(loomAllGather(in[k], all[k], COUNT, loomInt64, comms[k], NULL));
+  }
+  CHECK_LOOM(loomGroupEnd());
+  for (int k = 0; k < K; k++) {
+    CHECK_LOOM(loomMemcpyAsync(host, sum[k], COUNT * sizeof(int64_t), NULL));
+    for (int i = 0; i < COUNT; i++)
+      if (host[i] != K * (K + 1) / 2 + (int64_t)K * i)
+        FAIL("clique rank %d: all-reduce [%d] = %lld, expected %lld", k, i, (long long)host[i],
+             (long long)(K * (K + 1) / 2 + (int64_t)K * i));
+    CHECK_LOOM(loomMemcpyAsync(host, all[k], K * COUNT * sizeof(int64_t), NULL));
+    for (int i = 0; i < K * COUNT; i++)
+      if (host[i] != i / COUNT + 1 + i % COUNT)
+        FAIL("clique rank %d: all-gather [%d] = %lld, expected %lld", k, i, (long long)host[i],
+             (long long)(i / COUNT + 1 + i % COUNT));
+  }
+  for (int k = 0; k < K; k++) {
+    CHECK_LOOM(loomMemFree(in[k]));
+    CHECK_LOOM(loomMemFree(sum[k]));
+    CHECK_LOOM(loomMemFree(all[k]));
+    CHECK_LOOM(loomCommDestroy(comms[k]));
+  }
+  free(host);
+}
+
 int main(int argc, char **argv) {
   int iterations = 100;
-  const char *parts = "api,fault,order,hostfn,group";
+  const char *parts = "api,fault,order,hostfn,group,clique";
   for (int i = 1; i + 1 < argc; i += 2) {
     if (strcmp(argv[i], "-d") == 0)
       dev = strcmp(argv[i + 1], "cuda") == 0 ? loomDeviceCuda : loomDeviceSim;
@@ -269,6 +314,8 @@ int main(int argc, char **argv) {
     test_hostfn(comm);
   if (strstr(parts, "group"))
     test_group(comm);
+  if (strstr(parts, "clique"))
+    test_clique();
   CHECK_LOOM(loomCommDestroy(comm));
   printf("device_test rank %d of %d: %s passed (%d ordering iterations)\n", rank, nranks, parts,
          iterations);

@@ -21,6 +21,7 @@
 #include "device/device.h"
 #include "device/alloc_table.h"
 #include "device/cuda/kernels.h"
+#include "device/cuda/cuda_internal.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -28,13 +29,14 @@
 #include <pthread.h>
 #include <stdint.h>
 
-/* Every live cudaMalloc of mem_alloc, by address. */
-static struct loom_alloc_table allocations = LOOM_ALLOC_TABLE_INIT;
+/* Every live cudaMalloc of mem_alloc and every opened IPC handle, by
+ * address (cuda_internal.h). */
+struct loom_alloc_table loom_cuda_allocations = LOOM_ALLOC_TABLE_INIT;
+#define allocations loom_cuda_allocations
 
 /* ---- errors ----------------------------------------------------------------- */
 
-/* loomSuccess for cudaSuccess; otherwise reports "<call> failed: <text>". */
-static loomResult_t cuda_check(cudaError_t err, const char *call) {
+loomResult_t loom_cuda_check(cudaError_t err, const char *call) {
   if (err == cudaSuccess)
     return loomSuccess;
   return loom_error(loomUnhandledCudaError, LOOM_LOG_INIT, "%s failed: %s", call,
@@ -51,7 +53,7 @@ static void forget_answer(cudaError_t err) {
 /* stream_query and event_query: not ready is loomInProgress, not an error. */
 static loomResult_t query_result(cudaError_t err, const char *call) {
   if (err != cudaErrorNotReady)
-    return cuda_check(err, call);
+    return loom_cuda_check(err, call);
   forget_answer(err);
   return loomInProgress;
 }
@@ -65,9 +67,9 @@ static loomResult_t check_type(loomDataType_t dt, const char *what) {
 
 /* ---- memory ----------------------------------------------------------------- */
 
-static loomResult_t remember_allocation(void *ptr, size_t bytes) {
+loomResult_t loom_cuda_remember(void *ptr, size_t bytes, int imported) {
   struct loom_alloc a = {.base = (uintptr_t)ptr, .bytes = bytes, .span = bytes ? bytes : 1,
-                         .storage = NULL, .fd = -1};
+                         .storage = NULL, .fd = -1, .imported = imported};
   pthread_mutex_lock(&allocations.lock);
   int rc = loom_alloc_insert(&allocations, &a, loom_alloc_slot(&allocations, a.base));
   pthread_mutex_unlock(&allocations.lock);
@@ -79,8 +81,8 @@ static loomResult_t remember_allocation(void *ptr, size_t bytes) {
 
 static loomResult_t mem_alloc(void **ptr, size_t bytes) {
   void *p = NULL;
-  LOOM_CHECK(cuda_check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc"));
-  loomResult_t res = remember_allocation(p, bytes);
+  LOOM_CHECK(loom_cuda_check(cudaMalloc(&p, bytes ? bytes : 1), "cudaMalloc"));
+  loomResult_t res = loom_cuda_remember(p, bytes, 0);
   if (res != loomSuccess) {
     cudaFree(p);
     return res;
@@ -89,23 +91,31 @@ static loomResult_t mem_alloc(void **ptr, size_t bytes) {
   return loomSuccess;
 }
 
+int loom_cuda_forget(void *ptr, int imported, struct loom_alloc *out) {
+  pthread_mutex_lock(&allocations.lock);
+  int i = loom_alloc_find(&allocations, (uintptr_t)ptr);
+  int rc = i >= 0 && allocations.v[i].base == (uintptr_t)ptr &&
+                   allocations.v[i].imported == imported
+               ? loom_alloc_remove(&allocations, (uintptr_t)ptr, out)
+               : -1;
+  pthread_mutex_unlock(&allocations.lock);
+  return rc;
+}
+
 static loomResult_t mem_free(void *ptr) {
   struct loom_alloc a;
-  pthread_mutex_lock(&allocations.lock);
-  int rc = loom_alloc_remove(&allocations, (uintptr_t)ptr, &a);
-  pthread_mutex_unlock(&allocations.lock);
-  if (rc != 0)
+  if (loom_cuda_forget(ptr, 0, &a) != 0)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomMemFree: %p is not the start of "
                       "a live CUDA allocation of loomMemAlloc", ptr);
-  return cuda_check(cudaFree(ptr), "cudaFree");
+  return loom_cuda_check(cudaFree(ptr), "cudaFree");
 }
 
 static loomResult_t host_alloc(void **ptr, size_t bytes) {
-  return cuda_check(cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable),
+  return loom_cuda_check(cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable),
                     "cudaHostAlloc");
 }
 
-static void host_free(void *ptr) { cuda_check(cudaFreeHost(ptr), "cudaFreeHost"); }
+static void host_free(void *ptr) { loom_cuda_check(cudaFreeHost(ptr), "cudaFreeHost"); }
 
 /* Device memory: ours with its bounds, or another's (cudaMalloc'd by the
  * program) with *size 0.  Host, managed and unknown memory: 0. */
@@ -129,19 +139,19 @@ static int classify(const void *ptr, uintptr_t *base, size_t *size) {
 
 static loomResult_t stream_create(void **native) {
   cudaStream_t stream;
-  LOOM_CHECK(cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+  LOOM_CHECK(loom_cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                         "cudaStreamCreateWithFlags"));
   *native = stream;
   return loomSuccess;
 }
 
 static void stream_destroy(void *native) {
-  cuda_check(cudaStreamSynchronize((cudaStream_t)native), "cudaStreamSynchronize");
-  cuda_check(cudaStreamDestroy((cudaStream_t)native), "cudaStreamDestroy");
+  loom_cuda_check(cudaStreamSynchronize((cudaStream_t)native), "cudaStreamSynchronize");
+  loom_cuda_check(cudaStreamDestroy((cudaStream_t)native), "cudaStreamDestroy");
 }
 
 static loomResult_t stream_sync(void *native) {
-  return cuda_check(cudaStreamSynchronize((cudaStream_t)native), "cudaStreamSynchronize");
+  return loom_cuda_check(cudaStreamSynchronize((cudaStream_t)native), "cudaStreamSynchronize");
 }
 
 static loomResult_t stream_query(void *native) {
@@ -151,12 +161,12 @@ static loomResult_t stream_query(void *native) {
 /* ---- work on a stream ------------------------------------------------------- */
 
 static loomResult_t memcpy_async(void *dst, const void *src, size_t bytes, void *native) {
-  return cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)native),
+  return loom_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)native),
                     "cudaMemcpyAsync");
 }
 
 static loomResult_t memcpy_sync(void *dst, const void *src, size_t bytes) {
-  return cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+  return loom_cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
 }
 
 static loomResult_t reduce_async(void *dst, const void *a, const void *b, size_t count,
@@ -165,44 +175,44 @@ static loomResult_t reduce_async(void *dst, const void *a, const void *b, size_t
   if ((unsigned)op >= (unsigned)loomNumOps)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "reduce on a CUDA device: invalid "
                       "op %d (only the built-in ops run here)", (int)op);
-  return cuda_check(loom_cuda_reduce(dst, a, b, count, dt, op, (cudaStream_t)native),
+  return loom_cuda_check(loom_cuda_reduce(dst, a, b, count, dt, op, (cudaStream_t)native),
                     "the reduce kernel's launch");
 }
 
 static loomResult_t premul_async(void *dst, const void *src, size_t count, loomDataType_t dt,
                                  const void *scalar, void *native) {
   LOOM_CHECK(check_type(dt, "premul"));
-  return cuda_check(loom_cuda_premul(dst, src, count, dt, scalar, (cudaStream_t)native),
+  return loom_cuda_check(loom_cuda_premul(dst, src, count, dt, scalar, (cudaStream_t)native),
                     "the premul kernel's launch");
 }
 
 static loomResult_t scale_avg_async(void *buf, size_t count, loomDataType_t dt, int nranks,
                                     void *native) {
   LOOM_CHECK(check_type(dt, "scale_avg"));
-  return cuda_check(loom_cuda_scale_avg(buf, count, dt, nranks, (cudaStream_t)native),
+  return loom_cuda_check(loom_cuda_scale_avg(buf, count, dt, nranks, (cudaStream_t)native),
                     "the scale_avg kernel's launch");
 }
 
 static loomResult_t host_func(void *native, void (*fn)(void *), void *arg) {
-  return cuda_check(cudaLaunchHostFunc((cudaStream_t)native, fn, arg), "cudaLaunchHostFunc");
+  return loom_cuda_check(cudaLaunchHostFunc((cudaStream_t)native, fn, arg), "cudaLaunchHostFunc");
 }
 
 /* ---- events ----------------------------------------------------------------- */
 
 static loomResult_t event_create(void **event) {
   cudaEvent_t e;
-  LOOM_CHECK(cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+  LOOM_CHECK(loom_cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
                         "cudaEventCreateWithFlags"));
   *event = e;
   return loomSuccess;
 }
 
 static void event_destroy(void *event) {
-  cuda_check(cudaEventDestroy((cudaEvent_t)event), "cudaEventDestroy");
+  loom_cuda_check(cudaEventDestroy((cudaEvent_t)event), "cudaEventDestroy");
 }
 
 static loomResult_t event_record(void *event, void *native) {
-  return cuda_check(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)native),
+  return loom_cuda_check(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)native),
                     "cudaEventRecord");
 }
 
@@ -211,7 +221,7 @@ static loomResult_t event_query(void *event) {
 }
 
 static loomResult_t stream_wait_event(void *native, void *event) {
-  return cuda_check(cudaStreamWaitEvent((cudaStream_t)native, (cudaEvent_t)event, 0),
+  return loom_cuda_check(cudaStreamWaitEvent((cudaStream_t)native, (cudaEvent_t)event, 0),
                     "cudaStreamWaitEvent");
 }
 
@@ -239,4 +249,8 @@ const struct loom_device_ops loom_device_cuda_ops = {
     .event_record = event_record,
     .event_query = event_query,
     .stream_wait_event = stream_wait_event,
+    .ipc_handle_bytes = sizeof(cudaIpcMemHandle_t),
+    .ipc_get = loom_cuda_ipc_get,
+    .ipc_open = loom_cuda_ipc_open,
+    .ipc_close = loom_cuda_ipc_close,
 };

@@ -30,6 +30,21 @@ int loom_sim_classify(const void *ptr, uintptr_t *base, size_t *size);
  * storage for device memory; NULL (with *why set) when the span is not
  * inside one live allocation. */
 void *loom_sim_translate(const void *ptr, size_t bytes, const char **why);
+struct loom_alloc;
+/* Gives allocation a (bytes, span, storage, fd set) an address in the
+ * range: a->base; errors name fn. */
+loomResult_t loom_sim_place(struct loom_alloc *a, const char *fn);
+/* Takes the allocation starting at base out of the range into *out if
+ * its `imported` flag matches: 0, or -1 when there is none such. */
+int loom_sim_unplace(uintptr_t base, int imported, struct loom_alloc *out);
+/* The allocation holding ptr: 1 with *out filled, or 0. */
+int loom_sim_lookup(const void *ptr, struct loom_alloc *out);
+
+/* ---- IPC (sim_ipc.c): another process's allocation, through its memfd ---- */
+#define LOOM_SIM_IPC_HANDLE_BYTES 40
+loomResult_t loom_sim_ipc_get(const void *ptr, void *handle, size_t *offset);
+loomResult_t loom_sim_ipc_open(const void *handle, void **base);
+void loom_sim_ipc_close(void *base);
 
 /* ---- streams (sim_stream.c) ---- */
 struct loom_sim_stream;

@@ -73,28 +73,60 @@ static loomResult_t make_storage(struct loom_alloc *a) {
   return loomSuccess;
 }
 
-loomResult_t loom_sim_alloc(void **ptr, size_t bytes) {
+static loomResult_t reserve(const char *fn) {
   pthread_once(&mem.once, reserve_range);
   if (mem.base == 0)
     return loom_error(loomSystemError, LOOM_LOG_INIT,
-                      "loomMemAlloc(sim): cannot reserve the simulated device's %llu GiB of "
-                      "address space (ulimit -v?)", SIM_RESERVE_BYTES >> 30);
+                      "%s(sim): cannot reserve the simulated device's %llu GiB of address "
+                      "space (ulimit -v?)", fn, SIM_RESERVE_BYTES >> 30);
+  return loomSuccess;
+}
+
+loomResult_t loom_sim_place(struct loom_alloc *a, const char *fn) {
+  LOOM_CHECK(reserve(fn));
+  pthread_mutex_lock(&mem.t.lock);
+  int at = 0;
+  a->base = first_fit(a->span, &at);
+  if (a->base != 0 && loom_alloc_insert(&mem.t, a, at) != 0)
+    a->base = 0;
+  pthread_mutex_unlock(&mem.t.lock);
+  if (a->base == 0)
+    return loom_error(loomSystemError, LOOM_LOG_INIT,
+                      "%s(sim): %zu bytes do not fit in the simulated device", fn, a->bytes);
+  return loomSuccess;
+}
+
+int loom_sim_unplace(uintptr_t base, int imported, struct loom_alloc *out) {
+  pthread_mutex_lock(&mem.t.lock);
+  int i = loom_sim_in_range((void *)base) ? loom_alloc_find(&mem.t, base) : -1;
+  int gone = i >= 0 && mem.t.v[i].base == base && mem.t.v[i].imported == imported
+                 ? loom_alloc_remove(&mem.t, base, out)
+                 : -1;
+  pthread_mutex_unlock(&mem.t.lock);
+  return gone;
+}
+
+int loom_sim_lookup(const void *ptr, struct loom_alloc *out) {
+  pthread_mutex_lock(&mem.t.lock);
+  int i = loom_sim_in_range(ptr) ? loom_alloc_find(&mem.t, (uintptr_t)ptr) : -1;
+  if (i >= 0)
+    *out = mem.t.v[i];
+  pthread_mutex_unlock(&mem.t.lock);
+  return i >= 0;
+}
+
+loomResult_t loom_sim_alloc(void **ptr, size_t bytes) {
+  LOOM_CHECK(reserve("loomMemAlloc"));
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   struct loom_alloc a = {.bytes = bytes, .span = (bytes + page - 1) / page * page};
   if (a.span < bytes || a.span == 0)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomMemAlloc(sim): %zu bytes", bytes);
   LOOM_CHECK(make_storage(&a));
-  pthread_mutex_lock(&mem.t.lock);
-  int at = 0;
-  a.base = first_fit(a.span, &at);
-  if (a.base != 0 && loom_alloc_insert(&mem.t, &a, at) != 0)
-    a.base = 0;
-  pthread_mutex_unlock(&mem.t.lock);
-  if (a.base == 0) {
+  loomResult_t res = loom_sim_place(&a, "loomMemAlloc");
+  if (res != loomSuccess) {
     munmap(a.storage, a.span);
     close(a.fd);
-    return loom_error(loomSystemError, LOOM_LOG_INIT,
-                      "loomMemAlloc(sim): %zu bytes do not fit in the simulated device", bytes);
+    return res;
   }
   *ptr = (void *)a.base;
   return loomSuccess;
@@ -102,10 +134,7 @@ loomResult_t loom_sim_alloc(void **ptr, size_t bytes) {
 
 loomResult_t loom_sim_free(void *ptr) {
   struct loom_alloc a;
-  pthread_mutex_lock(&mem.t.lock);
-  int gone = loom_sim_in_range(ptr) ? loom_alloc_remove(&mem.t, (uintptr_t)ptr, &a) : -1;
-  pthread_mutex_unlock(&mem.t.lock);
-  if (gone != 0)
+  if (loom_sim_unplace((uintptr_t)ptr, 0, &a) != 0)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
                       "loomMemFree: %p is not the start of a live simulated-device allocation",
                       ptr);

@@ -85,4 +85,8 @@ const struct loom_device_ops loom_device_sim_ops = {
     .event_record = loom_sim_event_record,
     .event_query = loom_sim_event_query,
     .stream_wait_event = loom_sim_stream_wait_event,
+    .ipc_handle_bytes = LOOM_SIM_IPC_HANDLE_BYTES,
+    .ipc_get = loom_sim_ipc_get,
+    .ipc_open = loom_sim_ipc_open,
+    .ipc_close = loom_sim_ipc_close,
 };

@@ -1,0 +1,29 @@
+/*
+ * cuda_internal.h — what the CUDA backend's files share: the table of
+ * allocations it knows the bounds of (loomMemAlloc's and opened IPC
+ * handles), and its error check.
+ */
+#ifndef LOOM_DEVICE_CUDA_INTERNAL_H
+#define LOOM_DEVICE_CUDA_INTERNAL_H
+
+#include "loom.h"
+#include "device/alloc_table.h"
+
+#include <cuda_runtime_api.h>
+
+extern struct loom_alloc_table loom_cuda_allocations;
+
+/* loomSuccess for cudaSuccess; otherwise reports "<call> failed: <text>". */
+loomResult_t loom_cuda_check(cudaError_t err, const char *call);
+/* Records [ptr, ptr+bytes) in the table (imported: an opened IPC handle). */
+loomResult_t loom_cuda_remember(void *ptr, size_t bytes, int imported);
+/* Takes the entry starting at ptr out of the table into *out when its
+ * imported flag matches: 0, or -1 when there is none such. */
+int loom_cuda_forget(void *ptr, int imported, struct loom_alloc *out);
+
+/* cuda_ipc.c: device/device.h's ipc_* entries (CUDA IPC). */
+loomResult_t loom_cuda_ipc_get(const void *ptr, void *handle, size_t *offset);
+loomResult_t loom_cuda_ipc_open(const void *handle, void **base);
+void loom_cuda_ipc_close(void *base);
+
+#endif

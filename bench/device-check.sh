@@ -5,12 +5,14 @@
 #   2. check_device: the CUDA kernels against the host's, bit for bit, and
 #      CUDA events and streams;
 #   3. the collective matrix with every buffer in CUDA memory, queued on a
-#      CUDA stream, on 2 and 4 ranks sharing the one GPU; device_test's
-#      API checks and 100 two-stream iterations on 2 ranks;
+#      CUDA stream, on 2 and 4 ranks sharing the one GPU through CUDA IPC,
+#      and on 2 ranks staged through host memory (LOOM_DEVICE_IPC=0);
+#      device_test's API checks, 100 two-stream iterations and a clique of
+#      loomCommInitAll on 2 ranks;
 #   4. loom-perf --device cuda (all-reduce and all-gather, 2 ranks, 8 B to
-#      256 MiB) beside the GPU's own device-to-device cudaMemcpy bandwidth
-#      (bench/cuda_d2d.cu) measured in the same run, and loom-perf on host
-#      buffers for comparison.
+#      256 MiB), through CUDA IPC and staged, beside the GPU's own
+#      device-to-device cudaMemcpy bandwidth (bench/cuda_d2d.cu) measured in
+#      the same run, and loom-perf on host buffers for comparison.
 # Everything goes to stdout and to $OUT/device-check.txt ($OUT: the device
 # tool's output folder; /tmp/device-check otherwise).  Exits 77 when there
 # is no GPU, 1 when a check fails.
@@ -54,14 +56,17 @@ for n in 2 4; do
   check $RUN -n $n "$B/tests/ranks/coll_test" -d cuda -S 1 -s 0,1,7,100,4099,65537
 done
 check $RUN -n 2 "$B/tests/ranks/coll_test" -d cuda -s 1,4099,300007 -t float32,bfloat16 -o sum,avg,premulsum
-step "device_test on CUDA: API, 100 two-stream iterations, host functions"
-check $RUN -n 2 "$B/tests/ranks/device_test" -d cuda -p api,order,hostfn,group -i 100
+check env LOOM_DEVICE_IPC=0 $RUN -n 2 "$B/tests/ranks/coll_test" -d cuda -S 1 -s 0,7,4099,65537
+step "device_test on CUDA: API, 100 two-stream iterations, host functions, a clique"
+check $RUN -n 2 "$B/tests/ranks/device_test" -d cuda -p api,order,hostfn,group,clique -i 100
 
 step "bandwidth: the GPU's device-to-device copy (ceiling)"
 "$B/cuda_d2d" -b 8 -e 268435456 -n 20 -w 5
 for c in allreduce allgather; do
-  step "loom-perf -C $c --device cuda, 2 ranks"
+  step "loom-perf -C $c --device cuda, 2 ranks (through CUDA IPC)"
   $RUN -n 2 "$B/bench/loom-perf" -C $c --device cuda -b 8 -e 256M -f 4 -n 20 -w 5
+  step "loom-perf -C $c --device cuda, 2 ranks, staged (LOOM_DEVICE_IPC=0)"
+  LOOM_DEVICE_IPC=0 $RUN -n 2 "$B/bench/loom-perf" -C $c --device cuda -b 8 -e 256M -f 4 -n 20 -w 5
   step "loom-perf -C $c on host buffers, 2 ranks (the same run, for comparison)"
   $RUN -n 2 "$B/bench/loom-perf" -C $c -b 8 -e 256M -f 4 -n 20 -w 5
 done

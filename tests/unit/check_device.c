@@ -7,7 +7,10 @@
  *  - its events are seen complete without blocking, only once the work
  *    before them is done (a host function holds the stream);
  *  - classify gives an allocation's bounds; the sim device reports work
- *    on freed memory as the stream's error.
+ *    on freed memory as the stream's error;
+ *  - the sim device's IPC: another process maps an allocation through its
+ *    handle and sees and writes the same bytes; a handle of the process
+ *    itself, and one whose allocation was freed, are refused.
  */
 #include "loom.h"
 #include "core/config.h"
@@ -20,7 +23,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { COUNT = 1031 };
 
@@ -202,6 +207,71 @@ START_TEST(sim_bounds_and_errors) {
 }
 END_TEST
 
+/* In a child process: opens the handle, checks it reads `want` and writes
+ * `put` at byte 100.  The child's exit status: 0 when all went well. */
+static int child_maps(const struct loom_device_ops *ops, const unsigned char *handle, char want,
+                      char put) {
+  void *base;
+  if (ops->ipc_open(handle, &base) != loomSuccess)
+    return 2;
+  uintptr_t lo;
+  size_t size;
+  char got[256];
+  if (ops->classify(base, &lo, &size) != 1 || size != 5000 ||
+      ops->memcpy_sync(got, base, sizeof got) != loomSuccess)
+    return 3;
+  for (size_t i = 0; i < sizeof got; i++)
+    if (got[i] != want)
+      return 4;
+  if (ops->mem_free(base) != loomInvalidArgument) /* not loomMemFree's to free */
+    return 5;
+  if (ops->memcpy_sync((char *)base + 100, &put, 1) != loomSuccess)
+    return 6;
+  ops->ipc_close(base);
+  return 0;
+}
+
+static int run_child(const struct loom_device_ops *ops, const unsigned char *handle, char want,
+                     char put) {
+  pid_t pid = fork();
+  if (pid == 0)
+    _exit(child_maps(ops, handle, want, put));
+  int status = 0;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert(WIFEXITED(status));
+  return WEXITSTATUS(status);
+}
+
+START_TEST(sim_ipc_shares_memory) {
+  const struct loom_device_ops *ops = backend(loomDeviceSim);
+  ck_assert_uint_eq(ops->ipc_handle_bytes, LOOM_SIM_IPC_HANDLE_BYTES);
+  void *p;
+  ck_assert_int_eq(ops->mem_alloc(&p, 5000), loomSuccess);
+  char fill_bytes[5000];
+  memset(fill_bytes, 'a', sizeof fill_bytes);
+  ck_assert_int_eq(ops->memcpy_sync(p, fill_bytes, sizeof fill_bytes), loomSuccess);
+  unsigned char handle[LOOM_IPC_HANDLE_MAX];
+  size_t off = 1;
+  ck_assert_int_eq(ops->ipc_get((char *)p + 40, handle, &off), loomSuccess);
+  ck_assert_uint_eq(off, 40);
+  void *self;
+  ck_assert_int_eq(ops->ipc_open(handle, &self), loomInvalidArgument);
+  ck_assert_int_eq(run_child(ops, handle, 'a', 'z'), 0);
+  char got;
+  ck_assert_int_eq(ops->memcpy_sync(&got, (char *)p + 100, 1), loomSuccess);
+  ck_assert_int_eq(got, 'z'); /* the child's write */
+  ck_assert_int_eq(ops->mem_free(p), loomSuccess);
+  ck_assert_int_eq(run_child(ops, handle, 'a', 'z'), 2); /* freed: refused */
+  /* a new allocation on the same descriptor number is another file */
+  ck_assert_int_eq(ops->mem_alloc(&p, 5000), loomSuccess);
+  unsigned char again[LOOM_IPC_HANDLE_MAX];
+  ck_assert_int_eq(ops->ipc_get(p, again, &off), loomSuccess);
+  ck_assert_int_eq(memcmp(again + 8, handle + 8, 4), 0); /* the same fd... */
+  ck_assert_int_eq(run_child(ops, handle, 'a', 'z'), 2); /* ...but not the same file */
+  ck_assert_int_eq(ops->mem_free(p), loomSuccess);
+}
+END_TEST
+
 static Suite *device_suite(void) {
   Suite *s = suite_create("device");
   TCase *tc = tcase_create("kernels");
@@ -215,6 +285,7 @@ static Suite *device_suite(void) {
   tcase_add_test(tc, sim_events_wait_for_work);
   tcase_add_test(tc, cuda_events_wait_for_work);
   tcase_add_test(tc, sim_bounds_and_errors);
+  tcase_add_test(tc, sim_ipc_shares_memory);
   suite_add_tcase(s, tc);
   return s;
 }

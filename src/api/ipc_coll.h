@@ -80,7 +80,7 @@ loomResult_t loom_ipc_state_get(loomComm_t comm, const struct loom_device_ops *d
 /* The IPC stream of st (a native stream of its device). */
 void *loom_ipc_stream(const struct loom_ipc_state *st);
 /* This process's address of the allocation a handle names, opening it on
- * first use; handles of the last `keep` lookups stay open. */
+ * first use and keeping it open for later calls (ipc_state.c's bounds). */
 loomResult_t loom_ipc_map(struct loom_ipc_state *st, const unsigned char *handle, void **base);
 /* Device scratch `which` (0, 1) of at least `bytes`, kept for later calls. */
 loomResult_t loom_ipc_scratch(struct loom_ipc_state *st, int which, size_t bytes, void **ptr);

@@ -179,6 +179,17 @@ def t_all_gather(args, c):
     objs = [None] * n
     dist.all_gather_object(objs, {"rank": r, "text": "x" * r})
     c.true(objs == [{"rank": q, "text": "x" * q} for q in range(n)], "all_gather_object")
+    # coalesced: inputs of different sizes, one empty (torch wants one
+    # dtype per call); outs[q][i] receives rank q's input i
+    for dt in (torch.float32, torch.bfloat16, torch.int64):
+        sizes = [5, 0, 33]
+        ins = [pattern(dt, k, r) for k in sizes]
+        outs = [[torch.zeros(k, dtype=dt) for k in sizes] for _ in range(n)]
+        dist.all_gather_coalesced(outs, ins)
+        for q in range(n):
+            for i, k in enumerate(sizes):
+                c.equal(outs[q][i], pattern(dt, k, q),
+                        "all_gather_coalesced %s input %d from %d" % (dt, i, q))
 
 
 def t_gather_scatter(args, c):
@@ -413,6 +424,8 @@ def t_bad_input(args, c):
              "expected %d output tensors" % n, "all_gather list of the wrong length")
     c.raises(lambda: dist.all_gather([torch.zeros(3)] * n, torch.zeros(4)),
              "has 3 elements but the tensor it pairs with has 4", "all_gather size mismatch")
+    c.raises(lambda: dist.all_gather_coalesced([[torch.zeros(3)]] * (n + 1), [torch.zeros(3)]),
+             "expected %d output lists" % n, "all_gather_coalesced with too many lists")
     c.raises(lambda: dist.all_gather_into_tensor(torch.zeros(3 * n + 1), torch.zeros(3)),
              "output has %d elements; it must have group size (%d) x input's 3" % (3 * n + 1, n),
              "all_gather_into_tensor size mismatch")

@@ -61,6 +61,12 @@ class ProcessGroupLoom : public BackendBase {
   WorkPtr allgather(std::vector<std::vector<at::Tensor>> &outputs,
                     std::vector<at::Tensor> &inputs,
                     const c10d::AllgatherOptions &opts = c10d::AllgatherOptions()) override;
+  // One all-gather per input tensor (each may have its own shape and
+  // dtype; outputLists[r][i] receives rank r's inputs[i]), queued as one
+  // Loom group and completed as one work.
+  WorkPtr allgather_coalesced(
+      std::vector<std::vector<at::Tensor>> &outputLists, std::vector<at::Tensor> &inputs,
+      const c10d::AllgatherOptions &opts = c10d::AllgatherOptions()) override;
   WorkPtr _allgather_base(at::Tensor &output, at::Tensor &input,
                           const c10d::AllgatherOptions &opts = c10d::AllgatherOptions()) override;
   WorkPtr gather(std::vector<std::vector<at::Tensor>> &outputs, std::vector<at::Tensor> &inputs,

@@ -105,6 +105,46 @@ WorkPtr ProcessGroupLoom::allgather(std::vector<std::vector<at::Tensor>> &output
   return submit(work);
 }
 
+WorkPtr ProcessGroupLoom::allgather_coalesced(std::vector<std::vector<at::Tensor>> &outputLists,
+                                              std::vector<at::Tensor> &inputs,
+                                              const c10d::AllgatherOptions & /* opts */) {
+  static const char op[] = "all_gather_coalesced";
+  // outputLists[r][i] receives rank r's inputs[i].
+  check_count(outputLists.size(), static_cast<size_t>(size_), op,
+              "output lists (one per rank of the group)");
+  std::vector<LoomBuffer> in;
+  std::vector<at::Tensor> outputs;
+  std::vector<std::vector<at::Tensor>> by_input(inputs.size());
+  for (size_t i = 0; i < inputs.size(); i++)
+    in.push_back(checked_buffer(inputs[i], op, item("input_tensor_list", i)));
+  for (int r = 0; r < size_; r++) {
+    check_count(outputLists[r].size(), inputs.size(), op,
+                "tensors in each output list (one per input tensor)");
+    check_all(outputLists[r], op, "output_tensor_lists");
+    for (size_t i = 0; i < inputs.size(); i++)
+      by_input[i].push_back(outputLists[r][i]);
+    outputs.insert(outputs.end(), outputLists[r].begin(), outputLists[r].end());
+  }
+  for (size_t i = 0; i < inputs.size(); i++)
+    check_same_shape(by_input[i], inputs[i], op, "output_tensor_lists");
+  std::lock_guard<std::mutex> lock(queue_mutex_);
+  auto work = make_work(c10d::OpType::ALLGATHER_COALESCED, op, outputs);
+  work->hold(inputs);
+  // Each input's ranks land in a staging buffer of its own (the outputs
+  // of one input need not lie back to back), copied out on success.
+  loomGroupStart();
+  loomResult_t res = loomSuccess;
+  for (size_t i = 0; i < inputs.size() && res == loomSuccess; i++) {
+    at::Tensor flat = staging_buffer(inputs[i], inputs[i].numel() * size_);
+    work->hold(flat);
+    work->copy_on_success(unpack_copies(flat, by_input[i]));
+    res = loomAllGather(in[i].ptr, flat.data_ptr(), in[i].count, in[i].dtype, comm_, stream_);
+  }
+  loomResult_t end = loomGroupEnd();
+  check_loom(res != loomSuccess ? res : end, op);
+  return submit(work);
+}
+
 WorkPtr ProcessGroupLoom::_allgather_base(at::Tensor &output, at::Tensor &input,
                                           const c10d::AllgatherOptions & /* opts */) {
   static const char op[] = "all_gather_into_tensor";

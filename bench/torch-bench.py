@@ -7,11 +7,16 @@ run on the same ranks:
   2. small-message latency: all_reduce of one float32;
   3. DDP step time of examples/torch/train_ddp.py's two models: the MLP
      (the example's default) and the embedding classifier
-     (communication-bound).
+     (communication-bound), and the floor: the same steps of the plain
+     model with no communication at all, on every rank at once (each rank
+     is then "one rank, no communication", under the same machine load).
+     What a backend adds to a step is its overhead = step - floor,
+     computed per round.
 
-It prints a table and the three ratios of issue 8's "Done when":
-25 MB busbw loom/gloo (goal >= 4), small latency loom/gloo (goal <= 0.1),
-DDP step loom/gloo (goal <= 0.6).
+It prints a table and the ratios: 25 MB busbw loom/gloo (issue 8's goal
+>= 4), small latency loom/gloo (goal <= 0.1), and DDP overhead loom/gloo
+(issue 18's goal <= 0.15; issue 8's old goal, step loom/gloo <= 0.6, is
+printed too).
 
     bench/torch-bench.py                 (2 ranks, the full sweep)
     bench/torch-bench.py --quick         (to 4 MB, fewer iterations)
@@ -74,15 +79,19 @@ def time_allreduce(dist, torch, group, nbytes, iters, warmup):
 
 
 def time_ddp(dist, torch, group, steps, warmup, batch, kind):
+    """Mean step time of the model under DDP on `group`; group "floor":
+    the plain model, no communication (the ranks only start together)."""
     sys.path.insert(0, os.path.join(HERE, "..", "examples", "torch"))
     import train_ddp
     from torch.nn.parallel import DistributedDataParallel as DDP
-    model = DDP(train_ddp.make_model(kind), process_group=group)
+    model = train_ddp.make_model(kind)
+    if group != "floor":
+        model = DDP(model, process_group=group)
     opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     data = train_ddp.synthetic_batches(dist.get_rank(), steps + warmup, batch, kind)
     for x, y in data[:warmup]:
         train_ddp.train_step(model, opt, x, y)
-    dist.barrier(group=group)
+    dist.barrier(group=None if group == "floor" else group)
     start = time.perf_counter()
     for x, y in data[warmup:]:
         train_ddp.train_step(model, opt, x, y)
@@ -106,22 +115,29 @@ def rank_main(args):
     # Rounds of the whole sweep, the backends alternating at every point:
     # a slow spell of a shared machine then hits one sample of both, and the
     # median leaves it out.
+    parts = args.parts.split(",")
     for _ in range(rounds):
-        for nbytes in sizes(args.quick):
+        for nbytes in sizes(args.quick) if "busbw" in parts else []:
             iters = max(3, min(args.max_iters, int(args.bytes_per_point / nbytes)))
             for name, grp in groups.items():
                 t = time_allreduce(dist, torch, grp, nbytes, iters, warmup=max(1, iters // 10))
                 samples.setdefault((nbytes, name), []).append(slowest(dist, t))
-        for name, grp in groups.items():
+        for name, grp in groups.items() if "latency" in parts else []:
             t = time_allreduce(dist, torch, grp, 4, lat_iters, warmup=lat_iters // 10)
             samples.setdefault(("latency", name), []).append(slowest(dist, t))
-        for kind in DDP_MODELS:
-            for name, grp in groups.items():
+        for kind in DDP_MODELS if "ddp" in parts else []:
+            for name, grp in list(groups.items()) + [("floor", "floor")]:
                 t = time_ddp(dist, torch, grp, steps, warmup=2, batch=args.batch, kind=kind)
                 samples.setdefault(("ddp", kind, name), []).append(slowest(dist, t))
     results = {key: median(ts) for key, ts in samples.items()}
+    for kind in DDP_MODELS if "ddp" in parts else []:  # overhead per round: median, spread
+        floor = samples[("ddp", kind, "floor")]
+        for name in groups:
+            over = [t - f for t, f in zip(samples[("ddp", kind, name)], floor)]
+            results[("overhead", kind, name)] = median(over)
+            results[("overhead spread", kind, name)] = (min(over), max(over))
     if args.rank == 0:
-        report(results, n, args.quick, rounds)
+        report(results, n, args.quick, rounds, parts)
     dist.destroy_process_group()
 
 
@@ -131,32 +147,45 @@ def median(xs):
     return xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
 
 
-def report(results, n, quick, rounds):
+def report(results, n, quick, rounds, parts):
     factor = 2.0 * (n - 1) / n
     print("torch.distributed all_reduce, float32 sum, %d ranks (one intra-op thread each); "
           "medians of %d round(s)" % (n, rounds))
-    print("%10s %12s %10s %12s %10s %10s" % ("size", "loom us", "loom GB/s", "gloo us",
-                                            "gloo GB/s", "busbw x"))
-    for nbytes in sizes(quick):
-        lt, gt = results[(nbytes, "loom")], results[(nbytes, "gloo")]
-        lb, gb = nbytes / lt * factor / 1e9, nbytes / gt * factor / 1e9
-        print("%10s %12.1f %10.3f %12.1f %10.3f %10.2f" % (human(nbytes), lt * 1e6, lb, gt * 1e6,
-                                                          gb, lb / gb))
-    ll, gl = results[("latency", "loom")], results[("latency", "gloo")]
-    print("small all_reduce (4 B): loom %.1f us, gloo %.1f us" % (ll * 1e6, gl * 1e6))
-    for kind in DDP_MODELS:
-        print("DDP step (examples/torch/train_ddp.py --model %s): loom %.1f ms, gloo %.1f ms"
-              % (kind, results[("ddp", kind, "loom")] * 1e3, results[("ddp", kind, "gloo")] * 1e3))
-    print()
     key = 25 * MiB if not quick else max(sizes(quick))
-    lb = results[(key, "gloo")] / results[(key, "loom")]
-    print("ratios (issue 8, Done when):")
-    print("  all_reduce %s busbw loom/gloo   %6.2f   (goal >= 4)" % (human(key), lb))
-    print("  small latency loom/gloo          %6.3f   (goal <= 0.1)" % (ll / gl))
-    for kind in DDP_MODELS:
-        print("  DDP step time loom/gloo, %-9s %6.3f   (goal <= 0.6)"
-              % (kind, results[("ddp", kind, "loom")] / results[("ddp", kind, "gloo")]))
-    if quick:
+    ratios = []
+    if "busbw" in parts:
+        print("%10s %12s %10s %12s %10s %10s" % ("size", "loom us", "loom GB/s", "gloo us",
+                                                "gloo GB/s", "busbw x"))
+        for nbytes in sizes(quick):
+            lt, gt = results[(nbytes, "loom")], results[(nbytes, "gloo")]
+            lb, gb = nbytes / lt * factor / 1e9, nbytes / gt * factor / 1e9
+            print("%10s %12.1f %10.3f %12.1f %10.3f %10.2f" % (human(nbytes), lt * 1e6, lb,
+                                                              gt * 1e6, gb, lb / gb))
+        ratios.append("  all_reduce %s busbw loom/gloo   %6.2f   (goal >= 4)"
+                      % (human(key), results[(key, "gloo")] / results[(key, "loom")]))
+    if "latency" in parts:
+        ll, gl = results[("latency", "loom")], results[("latency", "gloo")]
+        print("small all_reduce (4 B): loom %.1f us, gloo %.1f us" % (ll * 1e6, gl * 1e6))
+        ratios.append("  small latency loom/gloo          %6.3f   (goal <= 0.1)" % (ll / gl))
+    for kind in DDP_MODELS if "ddp" in parts else []:
+        print("DDP step (examples/torch/train_ddp.py --model %s): loom %.1f ms, gloo %.1f ms, "
+              "floor (no communication) %.1f ms"
+              % (kind, results[("ddp", kind, "loom")] * 1e3, results[("ddp", kind, "gloo")] * 1e3,
+                 results[("ddp", kind, "floor")] * 1e3))
+        for name in ("loom", "gloo"):
+            lo, hi = results[("overhead spread", kind, name)]
+            print("  overhead (step - floor) %s: %.2f ms [%.2f-%.2f]"
+                  % (name, results[("overhead", kind, name)] * 1e3, lo * 1e3, hi * 1e3))
+        ratios.append("  DDP step time loom/gloo, %-9s %6.3f   (issue 8's old goal <= 0.6)"
+                      % (kind, results[("ddp", kind, "loom")] / results[("ddp", kind, "gloo")]))
+        go = results[("overhead", kind, "gloo")]
+        ratios.append("  DDP overhead loom/gloo, %-9s  %6s   (issue 18's goal <= 0.15)"
+                      % (kind, "%.3f" % (results[("overhead", kind, "loom")] / go)
+                         if go > 0 else "n/a"))
+    print()
+    print("ratios:")
+    print("\n".join(ratios))
+    if quick and "busbw" in parts:
         print("  (--quick: the busbw ratio is at %s, not 25MB)" % human(key))
 
 
@@ -193,6 +222,8 @@ def main():
     p.add_argument("--max-iters", type=int, default=1000)
     p.add_argument("--rounds", type=int, default=3,
                    help="sweeps of everything; each figure is the median (default 3)")
+    p.add_argument("--parts", default="busbw,latency,ddp",
+                   help="what to measure, a comma list of busbw, latency, ddp (default all)")
     p.add_argument("--ddp-steps", type=int, default=10)
     p.add_argument("--batch", type=int, default=4,
                    help="DDP batch per rank (train_ddp.py's default)")

@@ -2,7 +2,8 @@
 # test_torch.sh — the torch.distributed backend "loom" (python/loom_torch):
 #   torch_ops.py     every operation on 2, 3 and 4 ranks, against analytic
 #                    results and gloo's; subgroups; async work and futures;
-#                    bad input
+#                    bad input; on 2 ranks again with small calls on the
+#                    caller's thread (LOOM_TORCH_INLINE_BYTES)
 #   torch_ddp.py     DDP against gloo: bit for bit on 2 ranks, within float
 #                    tolerance on 3 and 4; with fp16_compress_hook too
 #   torch_faults.py  a late rank (wait with a timeout), a stuck rank (an
@@ -40,6 +41,8 @@ run_py() {
 }
 
 for n in 2 3 4; do run_py "$n" 90 torch_ops.py; done
+# Small all_reduce, broadcast and barrier on the caller's thread (opt-in).
+LOOM_TORCH_INLINE_BYTES=65536 run_py 2 90 torch_ops.py
 for n in 2 3 4; do run_py "$n" 90 torch_ddp.py; done
 run_py 2 30 torch_faults.py --scenario late
 run_py 3 40 torch_faults.py --scenario stuck

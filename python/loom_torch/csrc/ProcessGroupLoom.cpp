@@ -12,6 +12,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -65,11 +66,28 @@ loomUniqueId exchange_unique_id(c10d::Store &store, int rank, int size) {
   return id;
 }
 
+// LOOM_TORCH_INLINE_BYTES: all_reduce, broadcast and barrier up to this
+// size run on the caller's thread when the group's stream is idle
+// (docs/torch.md).  Off by default: such a call blocks until every rank
+// has made it, even with async_op=True, so a program that overlaps it
+// with another group's collective (gloo's, say) in a different order on
+// different ranks would wait until the timeout where queued calls do not.
+size_t inline_bytes_setting() {
+  const char *s = std::getenv("LOOM_TORCH_INLINE_BYTES");
+  if (s == nullptr || *s == '\0')
+    return 0;
+  char *end = nullptr;
+  unsigned long long v = std::strtoull(s, &end, 10);
+  TORCH_CHECK(end != s && *end == '\0', "loom init: LOOM_TORCH_INLINE_BYTES=", s,
+              " is not a byte count (e.g. 65536; 0 turns inline calls off)");
+  return static_cast<size_t>(v);
+}
+
 }  // namespace
 
 ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store> &store, int rank,
                                    int size, std::chrono::milliseconds timeout)
-    : BackendBase(rank, size), timeout_(timeout) {
+    : BackendBase(rank, size), timeout_(timeout), inline_bytes_(inline_bytes_setting()) {
   TORCH_CHECK(store, "loom init: no store was given");
   TORCH_CHECK(size >= 1 && rank >= 0 && rank < size, "loom init: rank ", rank,
               " is not in a group of ", size);
@@ -103,6 +121,10 @@ ProcessGroupLoom::~ProcessGroupLoom() {
 c10::intrusive_ptr<WorkLoom> ProcessGroupLoom::make_work(c10d::OpType type, const char *name,
                                                          std::vector<at::Tensor> outputs) {
   return c10::make_intrusive<WorkLoom>(rank_, type, name, std::move(outputs), comm_);
+}
+
+bool ProcessGroupLoom::run_inline(size_t bytes) {
+  return !coalescing_ && bytes <= inline_bytes_ && loomStreamQuery(stream_) == loomSuccess;
 }
 
 WorkPtr ProcessGroupLoom::submit(const c10::intrusive_ptr<WorkLoom> &work) {
@@ -209,6 +231,10 @@ WorkPtr ProcessGroupLoom::recvAnysource(std::vector<at::Tensor> & /* tensors */,
 WorkPtr ProcessGroupLoom::barrier(const c10d::BarrierOptions & /* opts */) {
   std::lock_guard<std::mutex> lock(queue_mutex_);
   auto work = make_work(c10d::OpType::BARRIER, "barrier", {});
+  if (run_inline(0)) {
+    work->complete_now(loomBarrier(comm_, nullptr));
+    return work;
+  }
   check_loom(loomBarrier(comm_, stream_), "barrier");
   return submit(work);
 }

@@ -107,11 +107,18 @@ class ProcessGroupLoom : public BackendBase {
   // Queues the completion of `work` behind its calls, or keeps it for the
   // end of the current coalescing block; returns it.
   WorkPtr submit(const c10::intrusive_ptr<WorkLoom> &work);
+  // Whether an operation of `bytes` runs on the caller's thread (stream
+  // NULL) instead of the stream: at most LOOM_TORCH_INLINE_BYTES, outside
+  // a coalescing block, and the stream idle, so the order is the same.  It
+  // saves the hop to the stream's worker and back, which costs more than a
+  // small call itself, but the call no longer returns before it is done.
+  bool run_inline(size_t bytes);
   void check_peer(int peer, const char *op) const;
 
   loomComm_t comm_ = nullptr;
   loomStream_t stream_ = nullptr;
   std::chrono::milliseconds timeout_;
+  size_t inline_bytes_;  // LOOM_TORCH_INLINE_BYTES (default 0: never)
   // Serialises the queuing of one operation (its calls and completion)
   // against other threads using this group.
   std::mutex queue_mutex_;

@@ -63,6 +63,10 @@ void WorkLoom::on_stream_done(void *self) {
   work->complete(error);
 }
 
+void WorkLoom::complete_now(loomResult_t res) {
+  complete(res == loomSuccess ? "" : "loom " + name_ + ": " + loom_error_text(res));
+}
+
 void WorkLoom::complete(const std::string &error) {
   // Runs on Loom's worker thread, called from C: nothing may escape.
   try {

@@ -51,6 +51,10 @@ class WorkLoom : public c10d::Work {
   // never queued).
   void abandon(const std::string &error) { complete(error); }
 
+  // Completes a work whose call already ran on the caller's thread
+  // (stream NULL) with that call's result.
+  void complete_now(loomResult_t res);
+
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }

@@ -68,9 +68,12 @@ WorkPtr ProcessGroupLoom::broadcast(std::vector<at::Tensor> &tensors,
   LoomBuffer b = checked_buffer(tensors[0], op, "tensor");
   std::lock_guard<std::mutex> lock(queue_mutex_);
   auto work = make_work(c10d::OpType::BROADCAST, op, tensors);
-  check_loom(loomBroadcast(b.ptr, b.ptr, b.count, b.dtype, static_cast<int>(opts.rootRank),
-                           comm_, stream_),
-             op);
+  const int root = static_cast<int>(opts.rootRank);
+  if (run_inline(b.bytes())) {
+    work->complete_now(loomBroadcast(b.ptr, b.ptr, b.count, b.dtype, root, comm_, nullptr));
+    return work;
+  }
+  check_loom(loomBroadcast(b.ptr, b.ptr, b.count, b.dtype, root, comm_, stream_), op);
   return submit(work);
 }
 

@@ -20,6 +20,10 @@ WorkPtr ProcessGroupLoom::allreduce(std::vector<at::Tensor> &tensors,
   std::lock_guard<std::mutex> lock(queue_mutex_);
   LoomReduction red(opts.reduceOp, tensors[0], comm_, op);
   auto work = make_work(c10d::OpType::ALLREDUCE, op, tensors);
+  if (run_inline(b.bytes())) {
+    work->complete_now(loomAllReduce(b.ptr, b.ptr, b.count, b.dtype, red.op(), comm_, nullptr));
+    return work;
+  }
   check_loom(loomAllReduce(b.ptr, b.ptr, b.count, b.dtype, red.op(), comm_, stream_), op);
   return submit(work);
 }

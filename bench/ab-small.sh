@@ -42,26 +42,6 @@ done
 
 echo "# $(hostname), $(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC'); $ROUNDS interleaved rounds"
 echo "# 2 ranks, out-of-place time in us: median [min-max]"
-sort -k1,1 -k3,3n "$tmp/all" | awk '
-  function med(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-  { key = $1 " " $3; n[key, $2]++; v[key, $2, n[key, $2]] = $4; keys[key] = 1 }
-  END {
-    printf "%-10s %6s  %-22s %-22s %-22s %9s %9s\n", "coll", "bytes", "before", "after", "openmpi", "aft/bef", "aft/mpi"
-    for (key in keys) {
-      split(key, k, " ")
-      line = sprintf("%-10s %6d ", k[1], k[2]); m["before"] = m["after"] = m["mpi"] = 0
-      for (w = 1; w <= 3; w++) {
-        who = w == 1 ? "before" : w == 2 ? "after" : "mpi"
-        c = n[key, who]
-        if (c == 0) { line = line sprintf(" %-22s", "n/a"); continue }
-        delete a; lo = 1e30; hi = 0
-        for (i = 1; i <= c; i++) { a[i] = v[key, who, i]; if (a[i] < lo) lo = a[i]; if (a[i] > hi) hi = a[i] }
-        m[who] = med(a, c)
-        line = line sprintf(" %-22s", sprintf("%.2f [%.2f-%.2f]", m[who], lo, hi))
-      }
-      line = line sprintf(" %9s", m["before"] > 0 ? sprintf("%.2f", m["after"] / m["before"]) : "n/a")
-      line = line sprintf(" %9s", m["mpi"] > 0 ? sprintf("%.2f", m["after"] / m["mpi"]) : "n/a")
-      print line
-    }
-  }' | sort -k1,1 -k2,2n
+printf "%-10s %10s  %-22s %-22s %-22s %12s %12s\n" coll bytes before after openmpi aft/bef aft/mpi
+awk -v whos="before after mpi" -v ratios="after/before after/mpi" -f "$(dirname "$0")/median-table.awk" \
+  "$tmp/all" | sort -k1,1 -k2,2n

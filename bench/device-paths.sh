@@ -45,26 +45,6 @@ done
 
 echo "# $(hostname), $(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC'); device $DEV; $ROUNDS interleaved rounds"
 echo "# 2 ranks, out-of-place bus bandwidth in GB/s: median [min-max]"
-printf "%-10s %10s  %-20s %-20s %-20s %10s %9s\n" coll bytes ipc staged host ipc/staged ipc/host
-awk '
-  function med(a, n,   i, j, t) { for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-    return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-  { key = $1 " " $3; n[key, $2]++; v[key, $2, n[key, $2]] = $4; keys[key] = 1 }
-  END {
-    for (key in keys) {
-      split(key, k, " ")
-      line = sprintf("%-10s %10d ", k[1], k[2]); m["ipc"] = m["staged"] = m["host"] = 0
-      for (w = 1; w <= 3; w++) {
-        who = w == 1 ? "ipc" : w == 2 ? "staged" : "host"
-        c = n[key, who]
-        if (c == 0) { line = line sprintf(" %-20s", "n/a"); continue }
-        delete a; lo = 1e30; hi = 0
-        for (i = 1; i <= c; i++) { a[i] = v[key, who, i]; if (a[i] < lo) lo = a[i]; if (a[i] > hi) hi = a[i] }
-        m[who] = med(a, c)
-        line = line sprintf(" %-20s", sprintf("%.2f [%.2f-%.2f]", m[who], lo, hi))
-      }
-      line = line sprintf(" %10s", m["staged"] > 0 ? sprintf("%.2f", m["ipc"] / m["staged"]) : "n/a")
-      line = line sprintf(" %9s", m["host"] > 0 ? sprintf("%.2f", m["ipc"] / m["host"]) : "n/a")
-      print line
-    }
-  }' "$tmp/all" | sort -k1,1 -k2,2n
+printf "%-10s %10s  %-22s %-22s %-22s %12s %12s\n" coll bytes ipc staged host ipc/staged ipc/host
+awk -v whos="ipc staged host" -v ratios="ipc/staged ipc/host" -f "$(dirname "$0")/median-table.awk" \
+  "$tmp/all" | sort -k1,1 -k2,2n

@@ -37,6 +37,11 @@ loomResult_t loom_sim_place(struct loom_alloc *a, const char *fn);
 /* Takes the allocation starting at base out of the range into *out if
  * its `imported` flag matches: 0, or -1 when there is none such. */
 int loom_sim_unplace(uintptr_t base, int imported, struct loom_alloc *out);
+/* Maps a->fd's a->span bytes as a's storage and places it (*ptr: its
+ * device address); on failure the file is closed and nothing is kept. */
+loomResult_t loom_sim_map_and_place(struct loom_alloc *a, const char *fn, void **ptr);
+/* Unmaps a's storage and closes its file (a taken out of the range). */
+void loom_sim_release(const struct loom_alloc *a);
 /* The allocation holding ptr: 1 with *out filled, or 0. */
 int loom_sim_lookup(const void *ptr, struct loom_alloc *out);
 

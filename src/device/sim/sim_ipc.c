@@ -17,7 +17,6 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -87,28 +86,11 @@ loomResult_t loom_sim_ipc_open(const void *handle, void **base) {
                       "simulated device IPC: a handle of this process (use the pointer itself)");
   struct loom_alloc a = {.bytes = h.bytes, .span = h.span, .imported = 1};
   LOOM_CHECK(open_file(&h, &a.fd));
-  a.storage = mmap(NULL, a.span, PROT_READ | PROT_WRITE, MAP_SHARED, a.fd, 0);
-  if (a.storage == MAP_FAILED) {
-    loomResult_t res = loom_error(loomSystemError, LOOM_LOG_COLL,
-                                  "simulated device IPC: mapping %zu bytes: %s", a.span,
-                                  strerror(errno));
-    close(a.fd);
-    return res;
-  }
-  loomResult_t res = loom_sim_place(&a, "IPC open");
-  if (res != loomSuccess) {
-    munmap(a.storage, a.span);
-    close(a.fd);
-    return res;
-  }
-  *base = (void *)a.base;
-  return loomSuccess;
+  return loom_sim_map_and_place(&a, "IPC open", base);
 }
 
 void loom_sim_ipc_close(void *base) {
   struct loom_alloc a;
-  if (loom_sim_unplace((uintptr_t)base, 1, &a) != 0)
-    return;
-  munmap(a.storage, a.span);
-  close(a.fd);
+  if (loom_sim_unplace((uintptr_t)base, 1, &a) == 0)
+    loom_sim_release(&a);
 }

@@ -62,15 +62,29 @@ static loomResult_t make_storage(struct loom_alloc *a) {
     close(a->fd);
     return res;
   }
+  return loomSuccess;
+}
+
+loomResult_t loom_sim_map_and_place(struct loom_alloc *a, const char *fn, void **ptr) {
   a->storage = mmap(NULL, a->span, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
   if (a->storage == MAP_FAILED) {
-    loomResult_t res = loom_error(loomSystemError, LOOM_LOG_INIT,
-                                  "loomMemAlloc(sim): mapping %zu bytes: %s", a->bytes,
-                                  strerror(errno));
+    loomResult_t res = loom_error(loomSystemError, LOOM_LOG_INIT, "%s(sim): mapping %zu bytes: %s",
+                                  fn, a->span, strerror(errno));
     close(a->fd);
     return res;
   }
+  loomResult_t res = loom_sim_place(a, fn);
+  if (res != loomSuccess) {
+    loom_sim_release(a);
+    return res;
+  }
+  *ptr = (void *)a->base;
   return loomSuccess;
+}
+
+void loom_sim_release(const struct loom_alloc *a) {
+  munmap(a->storage, a->span);
+  close(a->fd);
 }
 
 static loomResult_t reserve(const char *fn) {
@@ -122,14 +136,7 @@ loomResult_t loom_sim_alloc(void **ptr, size_t bytes) {
   if (a.span < bytes || a.span == 0)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomMemAlloc(sim): %zu bytes", bytes);
   LOOM_CHECK(make_storage(&a));
-  loomResult_t res = loom_sim_place(&a, "loomMemAlloc");
-  if (res != loomSuccess) {
-    munmap(a.storage, a.span);
-    close(a.fd);
-    return res;
-  }
-  *ptr = (void *)a.base;
-  return loomSuccess;
+  return loom_sim_map_and_place(&a, "loomMemAlloc", ptr);
 }
 
 loomResult_t loom_sim_free(void *ptr) {
@@ -138,8 +145,7 @@ loomResult_t loom_sim_free(void *ptr) {
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
                       "loomMemFree: %p is not the start of a live simulated-device allocation",
                       ptr);
-  munmap(a.storage, a.span);
-  close(a.fd);
+  loom_sim_release(&a);
   return loomSuccess;
 }
 

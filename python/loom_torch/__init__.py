@@ -8,6 +8,7 @@ works as with "gloo": the same store, rank, world size and timeout, the same
 collectives, DDP unchanged.  See docs/torch.md.
 """
 
+import atexit
 import inspect
 
 import torch  # noqa: F401  (loads libtorch before the extension)
@@ -39,3 +40,7 @@ def _register():
 
 
 _register()
+# Work still queued at exit completes before the interpreter shuts down
+# (bounded: a stuck peer does not hold the exit), so that no Loom thread
+# touches Python objects during finalization.
+atexit.register(_C._drain_at_exit, 5.0)

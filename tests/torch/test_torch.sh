@@ -9,6 +9,8 @@
 #   torch_faults.py  a late rank (wait with a timeout), a stuck rank (an
 #                    error naming it after the group's timeout, no hang) and
 #                    a dead rank
+#   torch_exit.py    processes that raise or exit with work in flight exit
+#                    with their own status, never hang or die of a signal
 #   the example      examples/torch/train_ddp.py, both models, losses equal
 #                    to gloo's
 # Each run is bounded (the launcher's timeout, and timeout(1) around it),
@@ -47,6 +49,19 @@ for n in 2 3 4; do run_py "$n" 90 torch_ddp.py; done
 run_py 2 30 torch_faults.py --scenario late
 run_py 3 40 torch_faults.py --scenario stuck
 run_py 2 30 torch_faults.py --scenario dead
+
+# Exits: a rank that raises mid-training, ranks that sys.exit(10) with work
+# in flight, and the raise in spawned processes; 10 iterations (50 by
+# hand: torch_exit.py --iterations 50).
+out=$(timeout -k 5 600 "$PY" "$here/torch_exit.py" --iterations 10 --timeout 60 2>&1)
+rc=$?
+if [ "$rc" -eq 0 ]; then
+  expect_count "10 iterations x 3 scenarios in .*: every process exited as required" 1 \
+    "torch_exit.py: 30 x 2 processes exit with their status, none hung or killed by a signal"
+else
+  fail "torch_exit.py (rc=$rc)"
+  printf '%s\n' "$out" | grep -v "LOOM WARN" | tail -n 40
+fi
 
 # The example (examples/torch/train_ddp.py) with both of its models: the
 # losses it prints on 2 ranks equal gloo's to the last printed digit.

@@ -11,6 +11,8 @@
 #include <Python.h>
 
 #include <climits>
+#include <set>
+#include <thread>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -83,7 +85,22 @@ size_t inline_bytes_setting() {
   return static_cast<size_t>(v);
 }
 
+// The groups not yet destroyed, for drain_all.
+std::mutex live_mutex;
+std::set<ProcessGroupLoom *> live_groups;
+
 }  // namespace
+
+void ProcessGroupLoom::drain_all(double seconds) {
+  GilRelease nogil;  // completions may need the GIL
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6));
+  std::lock_guard<std::mutex> lock(live_mutex);
+  for (ProcessGroupLoom *g : live_groups)
+    while (loomStreamQuery(g->stream_) == loomInProgress &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
 
 ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store> &store, int rank,
                                    int size, std::chrono::milliseconds timeout)
@@ -103,9 +120,15 @@ ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store> &store,
     throw std::runtime_error("loom init: " + text);
   }
   init();
+  std::lock_guard<std::mutex> lock(live_mutex);
+  live_groups.insert(this);
 }
 
 ProcessGroupLoom::~ProcessGroupLoom() {
+  {
+    std::lock_guard<std::mutex> lock(live_mutex);
+    live_groups.erase(this);
+  }
   GilRelease nogil;
   // Queued work first: it completes (or fails, bounded by the timeout).
   loomStreamSynchronize(stream_);

@@ -47,6 +47,11 @@ class ProcessGroupLoom : public BackendBase {
   ~ProcessGroupLoom() override;
 
   const std::string getBackendName() const override { return "loom"; }
+
+  // At interpreter exit (atexit, before finalization): waits up to
+  // `seconds` for every live group's queued work, so that it completes
+  // while Python can still run its callbacks and free its tensors.
+  static void drain_all(double seconds);
   std::chrono::milliseconds timeout() const { return timeout_; }
 
   WorkPtr broadcast(std::vector<at::Tensor> &tensors,

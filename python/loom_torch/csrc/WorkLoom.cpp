@@ -8,6 +8,8 @@
 
 #include <ATen/core/jit_type.h>
 
+#include <Python.h>
+
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -46,8 +48,22 @@ void WorkLoom::launch(loomStream_t stream) {
   }
 }
 
+namespace {
+// Whether the interpreter is shutting down.  Then this thread (Loom's, not
+// Python's) must not drop the last reference of a tensor or complete a
+// future: either may take the GIL (a tensor's Python object, a callback),
+// and a thread that takes the GIL during finalization is ended by Python
+// with pthread_exit, whose unwinding through C++ frames that may not throw
+// calls std::terminate: the process dies of SIGABRT at exit.
+bool python_exiting() { return !Py_IsInitialized() || _Py_IsFinalizing(); }
+}  // namespace
+
 void WorkLoom::on_stream_done(void *self) {
   auto work = c10::intrusive_ptr<WorkLoom>::reclaim(static_cast<WorkLoom *>(self));
+  if (python_exiting()) {
+    (void)work.release();  // leaked on purpose: the process is ending
+    return;
+  }
   // The stream's first unsynchronised failure (the process group never
   // synchronises its stream, so once set it stays: a failure breaks the
   // communicator, and every later call fails too).

@@ -30,6 +30,8 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("timeout", &ProcessGroupLoom::timeout,
                              "the group's timeout, which is the communicator's timeout_ms");
 
+  m.def("_drain_at_exit", &ProcessGroupLoom::drain_all, py::arg("seconds"),
+        "waits up to `seconds` for every live group's queued work (registered with atexit)");
   m.def(
       "loom_version",
       [] {

@@ -20,11 +20,13 @@ port=$(free_port)
 ( LOOM_COMM_ID=127.0.0.1:$port JOB_VALUE=1 PROBE_DELAY_MS=2500 \
     timeout -k 5 60 "$LOOMRUN" --tag-output --timeout 50 -n 2 "$JP" >"$tmp/a" 2>&1; echo $? >"$tmp/a.rc" ) &
 sleep 0.7
-LOOM_COMM_ID=127.0.0.1:$port JOB_VALUE=1000 timeout -k 5 60 "$LOOMRUN" --tag-output --timeout 50 -n 2 "$JP" \
-  >"$tmp/b" 2>&1
+# --keep-going: each of B's ranks says why it failed (its rank 1 may meet
+# A's root and fail before its rank 0 has said that the port is taken).
+LOOM_COMM_ID=127.0.0.1:$port JOB_VALUE=1000 timeout -k 5 60 "$LOOMRUN" --tag-output --keep-going \
+  --timeout 50 -n 2 "$JP" >"$tmp/b" 2>&1
 echo $? >"$tmp/b.rc"
-# loomrun ends job B when its rank 0 fails; B's rank 1 alone, as another
-# launcher would leave it running, meets A's root:
+# B's rank 1 alone (as another launcher might start it after its rank 0
+# failed) meets A's root:
 env LOOM_COMM_ID=127.0.0.1:$port LOOM_COMM_SECRET=job-b LOOM_RANK=1 LOOM_NRANKS=2 JOB_VALUE=1000 \
   timeout -k 5 30 "$JP" >>"$tmp/b" 2>&1
 wait

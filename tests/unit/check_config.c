@@ -384,6 +384,7 @@ START_TEST(table_order) {
       {LOOM_PARAM_IB_TIMEOUT, "LOOM_IB_TIMEOUT"},
       {LOOM_PARAM_IB_RETRY_CNT, "LOOM_IB_RETRY_CNT"},
       {LOOM_PARAM_SIM_DELAY_US, "LOOM_SIM_DELAY_US"},
+      {LOOM_PARAM_DEVICE_IPC, "LOOM_DEVICE_IPC"},
   };
   ck_assert_int_eq(sizeof expect / sizeof expect[0], LOOM_PARAM_COUNT);
   const struct loom_param_info *t = loom_param_table();

@@ -149,11 +149,15 @@ loomResult_t loom_post_call(loomComm_t comm, const struct loom_call *c, int fp_c
   return loom_engine_post(&comm->engine, &p->eop);
 }
 
-loomResult_t loom_execute_fence(loomComm_t comm, int fp_kind) {
+loomResult_t loom_post_fence(loomComm_t comm, int fp_kind, struct loom_posted *p) {
   struct loom_call c = {.coll = LOOM_COLL_BARRIER, .comm = comm, .datatype = loomUint8,
                         .op = loomMax, .base_op = loomMax, .root = -1};
+  return loom_post_call(comm, &c, fp_kind, p);
+}
+
+loomResult_t loom_execute_fence(loomComm_t comm, int fp_kind) {
   struct loom_posted p;
-  LOOM_CHECK(loom_post_call(comm, &c, fp_kind, &p));
+  LOOM_CHECK(loom_post_fence(comm, fp_kind, &p));
   return loom_engine_wait(&comm->engine);
 }
 

@@ -134,25 +134,18 @@ static loomResult_t post_exchange(loomComm_t comm, struct loom_ipc_run *r,
   return loom_post_call(comm, &x, LOOM_FP_DEVICE_IPC, p);
 }
 
-static loomResult_t post_barrier(loomComm_t comm, struct loom_posted *p) {
-  struct loom_call b = {.coll = LOOM_COLL_BARRIER, .comm = comm, .datatype = loomUint8,
-                        .op = loomMax, .base_op = loomMax, .root = -1};
-  return loom_post_call(comm, &b, LOOM_FP_DEVICE_IPC, p);
-}
-
 loomResult_t loom_ipc_begin(loomComm_t comm, const struct loom_call *c, struct loom_ipc_run *r,
                             struct loom_posted *p) {
   int n = comm->nranks;
-  *r = (struct loom_ipc_run){.active = 1, .c = c};
+  *r = (struct loom_ipc_run){.c = c};
   r->recs = calloc((size_t)n, sizeof *r->recs);
   r->send = calloc((size_t)n, sizeof *r->send);
   r->recv = calloc((size_t)n, sizeof *r->recv);
   if (r->recs == NULL || r->send == NULL || r->recv == NULL)
     return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (device IPC)");
   LOOM_CHECK(loom_device_get(c->device, &r->dev, loom_coll_name(c->coll)));
-  struct loom_ipc_state *st;
-  LOOM_CHECK(loom_ipc_state_get(comm, r->dev, &st));
-  LOOM_CHECK(make_record(r, st, &r->mine));
+  LOOM_CHECK(loom_ipc_state_get(comm, r->dev, &r->st));
+  LOOM_CHECK(make_record(r, r->st, &r->mine));
   return post_exchange(comm, r, p);
 }
 
@@ -305,8 +298,7 @@ static loomResult_t run_phase(loomComm_t comm, struct loom_ipc_run *r,
 loomResult_t loom_ipc_continue(loomComm_t comm, struct loom_ipc_run *r, struct loom_posted *p,
                                int *posted) {
   *posted = 0;
-  struct loom_ipc_state *st;
-  LOOM_CHECK(loom_ipc_state_get(comm, r->dev, &st));
+  struct loom_ipc_state *st = r->st;
   if (r->phase == 0) {
     LOOM_CHECK(check_records(comm, r));
     loom_ipc_next_call(st);
@@ -320,7 +312,7 @@ loomResult_t loom_ipc_continue(loomComm_t comm, struct loom_ipc_run *r, struct l
   r->phase++;
   LOOM_CHECK(run_phase(comm, r, st, r->phase));
   *posted = 1;
-  return post_barrier(comm, p);
+  return loom_post_fence(comm, LOOM_FP_DEVICE_IPC, p);
 }
 
 void loom_ipc_end(struct loom_ipc_run *r) {

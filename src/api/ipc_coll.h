@@ -44,11 +44,12 @@ struct loom_ipc_rec {
 };
 
 /* One call in progress (part of a batch). */
+struct loom_ipc_state;
 struct loom_ipc_run {
-  int active;
   int phase; /* the engine task in flight: 0 handshake, 1 and 2 barriers */
   const struct loom_call *c;
   const struct loom_device_ops *dev;
+  struct loom_ipc_state *st; /* the communicator's IPC state for dev */
   struct loom_ipc_rec mine;
   struct loom_ipc_rec *recs; /* nranks */
   const char **send;         /* each rank's buffers as this process addresses them */
@@ -73,7 +74,6 @@ loomResult_t loom_ipc_continue(loomComm_t comm, struct loom_ipc_run *r, struct l
 void loom_ipc_end(struct loom_ipc_run *r);
 
 /* ipc_state.c: the communicator's IPC stream and opened handles. */
-struct loom_ipc_state;
 /* The communicator's state for dev (made on first use). */
 loomResult_t loom_ipc_state_get(loomComm_t comm, const struct loom_device_ops *dev,
                                 struct loom_ipc_state **st);

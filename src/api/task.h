@@ -81,6 +81,9 @@ loomResult_t loom_execute_ensure_steps(loomComm_t comm, int nsteps);
  * in loomCommSplit and a rank in a collective name each other's calls
  * instead of waiting on different sockets.  Caller holds op_lock. */
 loomResult_t loom_execute_fence(loomComm_t comm, int fp_kind);
+/* The same barrier, posted into p without waiting (api/ipc_coll.c's
+ * phases end with it, as tasks of their batch). */
+loomResult_t loom_post_fence(loomComm_t comm, int fp_kind, struct loom_posted *p);
 
 /* batch.c: the calls of one communicator, run in order (fused into
  * buckets, sends and receives last as one task). */

@@ -49,14 +49,18 @@ int loom_alloc_insert(struct loom_alloc_table *t, const struct loom_alloc *a, in
   return 0;
 }
 
-int loom_alloc_remove(struct loom_alloc_table *t, uintptr_t base, struct loom_alloc *out) {
+int loom_alloc_take(struct loom_alloc_table *t, uintptr_t base, int imported,
+                    struct loom_alloc *out) {
+  pthread_mutex_lock(&t->lock);
   int i = loom_alloc_find(t, base);
-  if (i < 0 || t->v[i].base != base)
-    return -1;
-  *out = t->v[i];
-  memmove(&t->v[i], &t->v[i + 1], sizeof *out * (size_t)(t->n - i - 1));
-  t->n--;
-  return 0;
+  int found = i >= 0 && t->v[i].base == base && t->v[i].imported == imported;
+  if (found) {
+    *out = t->v[i];
+    memmove(&t->v[i], &t->v[i + 1], sizeof *out * (size_t)(t->n - i - 1));
+    t->n--;
+  }
+  pthread_mutex_unlock(&t->lock);
+  return found ? 0 : -1;
 }
 
 int loom_alloc_bounds(struct loom_alloc_table *t, const void *p, uintptr_t *base,

@@ -2,7 +2,7 @@
  * alloc_table.h — a table of live allocations sorted by address, for the
  * backends that must say which allocation holds a pointer (bounds for the
  * argument checks, loomMemFree refusing foreign pointers).  Callers hold
- * the table's lock around find/insert/remove.
+ * the table's lock around find/insert; take and bounds lock themselves.
  */
 #ifndef LOOM_DEVICE_ALLOC_TABLE_H
 #define LOOM_DEVICE_ALLOC_TABLE_H
@@ -34,9 +34,12 @@ int loom_alloc_find(const struct loom_alloc_table *t, uintptr_t p);
 int loom_alloc_insert(struct loom_alloc_table *t, const struct loom_alloc *a, int at);
 /* Index where an allocation at `base` belongs. */
 int loom_alloc_slot(const struct loom_alloc_table *t, uintptr_t base);
-/* Removes the allocation starting exactly at base into *out: 0, or -1
- * when none starts there. */
-int loom_alloc_remove(struct loom_alloc_table *t, uintptr_t base, struct loom_alloc *out);
+/* Locks, and removes the allocation starting exactly at base into *out
+ * when its `imported` flag is `imported`: 0, or -1 when there is none
+ * such (so loomMemFree never frees an opened IPC handle, nor IPC close a
+ * loomMemAlloc allocation). */
+int loom_alloc_take(struct loom_alloc_table *t, uintptr_t base, int imported,
+                    struct loom_alloc *out);
 /* Locks, looks p up and fills base/bytes: 1 when found, else 0. */
 int loom_alloc_bounds(struct loom_alloc_table *t, const void *p, uintptr_t *base,
                       size_t *bytes);

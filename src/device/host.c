@@ -48,10 +48,7 @@ static loomResult_t mem_alloc(void **ptr, size_t bytes) {
 
 static loomResult_t mem_free(void *ptr) {
   struct loom_alloc a;
-  pthread_mutex_lock(&pinned.lock);
-  int gone = loom_alloc_remove(&pinned, (uintptr_t)ptr, &a);
-  pthread_mutex_unlock(&pinned.lock);
-  if (gone != 0)
+  if (loom_alloc_take(&pinned, (uintptr_t)ptr, 0, &a) != 0)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
                       "loomMemFree: %p was not returned by loomMemAlloc (free it the way it "
                       "was allocated)", ptr);

@@ -17,9 +17,6 @@ extern struct loom_alloc_table loom_cuda_allocations;
 loomResult_t loom_cuda_check(cudaError_t err, const char *call);
 /* Records [ptr, ptr+bytes) in the table (imported: an opened IPC handle). */
 loomResult_t loom_cuda_remember(void *ptr, size_t bytes, int imported);
-/* Takes the entry starting at ptr out of the table into *out when its
- * imported flag matches: 0, or -1 when there is none such. */
-int loom_cuda_forget(void *ptr, int imported, struct loom_alloc *out);
 
 /* cuda_ipc.c: device/device.h's ipc_* entries (CUDA IPC). */
 loomResult_t loom_cuda_ipc_get(const void *ptr, void *handle, size_t *offset);

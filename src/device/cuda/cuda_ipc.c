@@ -80,6 +80,6 @@ loomResult_t loom_cuda_ipc_open(const void *handle, void **base) {
 
 void loom_cuda_ipc_close(void *base) {
   struct loom_alloc a;
-  if (loom_cuda_forget(base, 1, &a) == 0)
+  if (loom_alloc_take(&loom_cuda_allocations, (uintptr_t)base, 1, &a) == 0)
     (void)loom_cuda_check(cudaIpcCloseMemHandle(base), "cudaIpcCloseMemHandle");
 }

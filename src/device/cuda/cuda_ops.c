@@ -32,7 +32,6 @@
 /* Every live cudaMalloc of mem_alloc and every opened IPC handle, by
  * address (cuda_internal.h). */
 struct loom_alloc_table loom_cuda_allocations = LOOM_ALLOC_TABLE_INIT;
-#define allocations loom_cuda_allocations
 
 /* ---- errors ----------------------------------------------------------------- */
 
@@ -70,9 +69,10 @@ static loomResult_t check_type(loomDataType_t dt, const char *what) {
 loomResult_t loom_cuda_remember(void *ptr, size_t bytes, int imported) {
   struct loom_alloc a = {.base = (uintptr_t)ptr, .bytes = bytes, .span = bytes ? bytes : 1,
                          .storage = NULL, .fd = -1, .imported = imported};
-  pthread_mutex_lock(&allocations.lock);
-  int rc = loom_alloc_insert(&allocations, &a, loom_alloc_slot(&allocations, a.base));
-  pthread_mutex_unlock(&allocations.lock);
+  pthread_mutex_lock(&loom_cuda_allocations.lock);
+  int rc = loom_alloc_insert(&loom_cuda_allocations, &a,
+                             loom_alloc_slot(&loom_cuda_allocations, a.base));
+  pthread_mutex_unlock(&loom_cuda_allocations.lock);
   if (rc == 0)
     return loomSuccess;
   return loom_error(loomSystemError, LOOM_LOG_INIT, "loomMemAlloc(cuda): out of host memory "
@@ -91,20 +91,9 @@ static loomResult_t mem_alloc(void **ptr, size_t bytes) {
   return loomSuccess;
 }
 
-int loom_cuda_forget(void *ptr, int imported, struct loom_alloc *out) {
-  pthread_mutex_lock(&allocations.lock);
-  int i = loom_alloc_find(&allocations, (uintptr_t)ptr);
-  int rc = i >= 0 && allocations.v[i].base == (uintptr_t)ptr &&
-                   allocations.v[i].imported == imported
-               ? loom_alloc_remove(&allocations, (uintptr_t)ptr, out)
-               : -1;
-  pthread_mutex_unlock(&allocations.lock);
-  return rc;
-}
-
 static loomResult_t mem_free(void *ptr) {
   struct loom_alloc a;
-  if (loom_cuda_forget(ptr, 0, &a) != 0)
+  if (loom_alloc_take(&loom_cuda_allocations, (uintptr_t)ptr, 0, &a) != 0)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomMemFree: %p is not the start of "
                       "a live CUDA allocation of loomMemAlloc", ptr);
   return loom_cuda_check(cudaFree(ptr), "cudaFree");
@@ -112,7 +101,7 @@ static loomResult_t mem_free(void *ptr) {
 
 static loomResult_t host_alloc(void **ptr, size_t bytes) {
   return loom_cuda_check(cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable),
-                    "cudaHostAlloc");
+                         "cudaHostAlloc");
 }
 
 static void host_free(void *ptr) { loom_cuda_check(cudaFreeHost(ptr), "cudaFreeHost"); }
@@ -120,7 +109,7 @@ static void host_free(void *ptr) { loom_cuda_check(cudaFreeHost(ptr), "cudaFreeH
 /* Device memory: ours with its bounds, or another's (cudaMalloc'd by the
  * program) with *size 0.  Host, managed and unknown memory: 0. */
 static int classify(const void *ptr, uintptr_t *base, size_t *size) {
-  if (loom_alloc_bounds(&allocations, ptr, base, size))
+  if (loom_alloc_bounds(&loom_cuda_allocations, ptr, base, size))
     return 1;
   struct cudaPointerAttributes attr;
   cudaError_t err = cudaPointerGetAttributes(&attr, ptr);
@@ -140,7 +129,7 @@ static int classify(const void *ptr, uintptr_t *base, size_t *size) {
 static loomResult_t stream_create(void **native) {
   cudaStream_t stream;
   LOOM_CHECK(loom_cuda_check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
-                        "cudaStreamCreateWithFlags"));
+                             "cudaStreamCreateWithFlags"));
   *native = stream;
   return loomSuccess;
 }
@@ -161,8 +150,9 @@ static loomResult_t stream_query(void *native) {
 /* ---- work on a stream ------------------------------------------------------- */
 
 static loomResult_t memcpy_async(void *dst, const void *src, size_t bytes, void *native) {
-  return loom_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)native),
-                    "cudaMemcpyAsync");
+  return loom_cuda_check(
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, (cudaStream_t)native),
+      "cudaMemcpyAsync");
 }
 
 static loomResult_t memcpy_sync(void *dst, const void *src, size_t bytes) {
@@ -176,21 +166,21 @@ static loomResult_t reduce_async(void *dst, const void *a, const void *b, size_t
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "reduce on a CUDA device: invalid "
                       "op %d (only the built-in ops run here)", (int)op);
   return loom_cuda_check(loom_cuda_reduce(dst, a, b, count, dt, op, (cudaStream_t)native),
-                    "the reduce kernel's launch");
+                         "the reduce kernel's launch");
 }
 
 static loomResult_t premul_async(void *dst, const void *src, size_t count, loomDataType_t dt,
                                  const void *scalar, void *native) {
   LOOM_CHECK(check_type(dt, "premul"));
   return loom_cuda_check(loom_cuda_premul(dst, src, count, dt, scalar, (cudaStream_t)native),
-                    "the premul kernel's launch");
+                         "the premul kernel's launch");
 }
 
 static loomResult_t scale_avg_async(void *buf, size_t count, loomDataType_t dt, int nranks,
                                     void *native) {
   LOOM_CHECK(check_type(dt, "scale_avg"));
   return loom_cuda_check(loom_cuda_scale_avg(buf, count, dt, nranks, (cudaStream_t)native),
-                    "the scale_avg kernel's launch");
+                         "the scale_avg kernel's launch");
 }
 
 static loomResult_t host_func(void *native, void (*fn)(void *), void *arg) {
@@ -202,7 +192,7 @@ static loomResult_t host_func(void *native, void (*fn)(void *), void *arg) {
 static loomResult_t event_create(void **event) {
   cudaEvent_t e;
   LOOM_CHECK(loom_cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
-                        "cudaEventCreateWithFlags"));
+                             "cudaEventCreateWithFlags"));
   *event = e;
   return loomSuccess;
 }
@@ -213,7 +203,7 @@ static void event_destroy(void *event) {
 
 static loomResult_t event_record(void *event, void *native) {
   return loom_cuda_check(cudaEventRecord((cudaEvent_t)event, (cudaStream_t)native),
-                    "cudaEventRecord");
+                         "cudaEventRecord");
 }
 
 static loomResult_t event_query(void *event) {
@@ -222,7 +212,7 @@ static loomResult_t event_query(void *event) {
 
 static loomResult_t stream_wait_event(void *native, void *event) {
   return loom_cuda_check(cudaStreamWaitEvent((cudaStream_t)native, (cudaEvent_t)event, 0),
-                    "cudaStreamWaitEvent");
+                         "cudaStreamWaitEvent");
 }
 
 const struct loom_device_ops loom_device_cuda_ops = {

@@ -111,13 +111,7 @@ loomResult_t loom_sim_place(struct loom_alloc *a, const char *fn) {
 }
 
 int loom_sim_unplace(uintptr_t base, int imported, struct loom_alloc *out) {
-  pthread_mutex_lock(&mem.t.lock);
-  int i = loom_sim_in_range((void *)base) ? loom_alloc_find(&mem.t, base) : -1;
-  int gone = i >= 0 && mem.t.v[i].base == base && mem.t.v[i].imported == imported
-                 ? loom_alloc_remove(&mem.t, base, out)
-                 : -1;
-  pthread_mutex_unlock(&mem.t.lock);
-  return gone;
+  return loom_sim_in_range((void *)base) ? loom_alloc_take(&mem.t, base, imported, out) : -1;
 }
 
 int loom_sim_lookup(const void *ptr, struct loom_alloc *out) {

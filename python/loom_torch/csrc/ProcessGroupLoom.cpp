@@ -146,6 +146,22 @@ c10::intrusive_ptr<WorkLoom> ProcessGroupLoom::make_work(c10d::OpType type, cons
   return c10::make_intrusive<WorkLoom>(rank_, type, name, std::move(outputs), comm_);
 }
 
+WorkPtr ProcessGroupLoom::submit_group(const c10::intrusive_ptr<WorkLoom> &work, const char *op,
+                                       size_t n,
+                                       const std::function<loomResult_t(size_t)> &call) {
+  loomGroupStart();
+  loomResult_t res = loomSuccess;
+  for (size_t i = 0; i < n && res == loomSuccess; i++)
+    res = call(i);
+  std::string error = res == loomSuccess ? "" : loom_error_text(res);
+  loomResult_t end = loomGroupEnd();
+  if (error.empty() && end != loomSuccess)
+    error = loom_error_text(end);
+  submit(work);
+  TORCH_CHECK(error.empty(), "loom ", op, ": ", error);
+  return work;
+}
+
 bool ProcessGroupLoom::run_inline(size_t bytes) {
   return !coalescing_ && bytes <= inline_bytes_ && loomStreamQuery(stream_) == loomSuccess;
 }

@@ -21,6 +21,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <mutex>
 #include <vector>
 
@@ -118,6 +119,12 @@ class ProcessGroupLoom : public BackendBase {
   // saves the hop to the stream's worker and back, which costs more than a
   // small call itself, but the call no longer returns before it is done.
   bool run_inline(size_t bytes);
+  // Queues call(0) .. call(n - 1) as one Loom group and `work` behind
+  // them (caller holds queue_mutex_).  Whatever got queued keeps its
+  // tensors alive through the work, also when a call fails; then this
+  // throws naming op.
+  WorkPtr submit_group(const c10::intrusive_ptr<WorkLoom> &work, const char *op, size_t n,
+                       const std::function<loomResult_t(size_t)> &call);
   void check_peer(int peer, const char *op) const;
 
   loomComm_t comm_ = nullptr;

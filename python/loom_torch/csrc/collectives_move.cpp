@@ -135,17 +135,12 @@ WorkPtr ProcessGroupLoom::allgather_coalesced(std::vector<std::vector<at::Tensor
   work->hold(inputs);
   // Each input's ranks land in a staging buffer of its own (the outputs
   // of one input need not lie back to back), copied out on success.
-  loomGroupStart();
-  loomResult_t res = loomSuccess;
-  for (size_t i = 0; i < inputs.size() && res == loomSuccess; i++) {
+  return submit_group(work, op, inputs.size(), [&](size_t i) {
     at::Tensor flat = staging_buffer(inputs[i], inputs[i].numel() * size_);
     work->hold(flat);
     work->copy_on_success(unpack_copies(flat, by_input[i]));
-    res = loomAllGather(in[i].ptr, flat.data_ptr(), in[i].count, in[i].dtype, comm_, stream_);
-  }
-  loomResult_t end = loomGroupEnd();
-  check_loom(res != loomSuccess ? res : end, op);
-  return submit(work);
+    return loomAllGather(in[i].ptr, flat.data_ptr(), in[i].count, in[i].dtype, comm_, stream_);
+  });
 }
 
 WorkPtr ProcessGroupLoom::_allgather_base(at::Tensor &output, at::Tensor &input,

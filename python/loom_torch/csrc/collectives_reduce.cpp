@@ -42,19 +42,10 @@ WorkPtr ProcessGroupLoom::allreduce_coalesced(std::vector<at::Tensor> &tensors,
   LoomReduction red(opts.reduceOp, tensors[0], comm_, op);
   auto work = make_work(c10d::OpType::ALLREDUCE_COALESCED, op, tensors);
   // One group: Loom fuses consecutive all-reduces of one type and op.
-  loomGroupStart();
-  loomResult_t res = loomSuccess;
-  for (size_t i = 0; i < bufs.size() && res == loomSuccess; i++)
-    res = loomAllReduce(bufs[i].ptr, bufs[i].ptr, bufs[i].count, bufs[i].dtype, red.op(), comm_,
-                        stream_);
-  std::string error = res == loomSuccess ? "" : loom_error_text(res);
-  loomResult_t end = loomGroupEnd();
-  if (error.empty() && end != loomSuccess)
-    error = loom_error_text(end);
-  // Whatever was queued keeps its tensors alive through the work.
-  submit(work);
-  TORCH_CHECK(error.empty(), "loom ", op, ": ", error);
-  return work;
+  return submit_group(work, op, bufs.size(), [&](size_t i) {
+    return loomAllReduce(bufs[i].ptr, bufs[i].ptr, bufs[i].count, bufs[i].dtype, red.op(), comm_,
+                         stream_);
+  });
 }
 
 WorkPtr ProcessGroupLoom::reduce(std::vector<at::Tensor> &tensors,

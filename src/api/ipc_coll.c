@@ -20,6 +20,7 @@
 #include "core/log.h"
 #include "device/reduce.h"
 #include "engine/fingerprint.h"
+#include "stream/stream.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -144,6 +145,12 @@ loomResult_t loom_ipc_begin(loomComm_t comm, const struct loom_call *c, struct l
   if (r->recs == NULL || r->send == NULL || r->recv == NULL)
     return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (device IPC)");
   LOOM_CHECK(loom_device_get(c->device, &r->dev, loom_coll_name(c->coll)));
+  /* A call on no device stream follows the work the program queued on
+   * the device's default stream (as a blocking copy does): the peers read
+   * these buffers as soon as the handshake is done.  On a device stream
+   * the worker already waited for that stream's earlier work. */
+  if (c->stream == NULL || loom_stream_device(c->stream) == loomDeviceHost)
+    LOOM_CHECK(r->dev->stream_sync(NULL));
   LOOM_CHECK(loom_ipc_state_get(comm, r->dev, &r->st));
   LOOM_CHECK(make_record(r, r->st, &r->mine));
   return post_exchange(comm, r, p);

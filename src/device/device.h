@@ -11,8 +11,10 @@
  *    called; errors of queued work come back from stream_sync.
  *  - host_func runs fn(arg) on a host thread once the work queued before
  *    it is done, and later work on that stream waits until fn returns; fn
- *    may block (Loom uses it to hold a stream until a collective is done)
- *    but must not call the backend.
+ *    must neither call the backend nor block: while it runs, CUDA makes
+ *    other threads' stream creation and IPC opens wait (seen on an H200),
+ *    so a host function waiting for Loom's own work deadlocks.  Loom holds
+ *    a stream until a collective is done with wait_value_async instead.
  *  - Pointers are classified by classify(): 1 when `ptr` is this device's
  *    memory, with the allocation's bounds in *base / *size where the
  *    backend knows them (*size 0 otherwise).
@@ -54,14 +56,18 @@ struct loom_device_ops {
   loomResult_t (*stream_create)(void **native);
   /* Waits for the stream's work, then frees it. */
   void (*stream_destroy)(void *native);
-  /* Waits for the stream's work; returns the first error of that work. */
+  /* Waits for the stream's work; returns the first error of that work.
+   * native NULL: the device's default stream (the work a program queued
+   * there, as a blocking cudaMemcpy would wait for). */
   loomResult_t (*stream_sync)(void *native);
   /* loomSuccess when the stream is idle, loomInProgress otherwise. */
   loomResult_t (*stream_query)(void *native);
 
   /* ---- work on a stream (dst/src may be device or host memory) ---- */
   loomResult_t (*memcpy_async)(void *dst, const void *src, size_t bytes, void *native);
-  /* Synchronous, on no stream. */
+  /* Synchronous, on no stream: the bytes are in dst when it returns
+   * (cudaMemcpy alone does not promise that for a small copy from
+   * pageable memory, which another process may read through IPC). */
   loomResult_t (*memcpy_sync)(void *dst, const void *src, size_t bytes);
   /* dst[i] = a[i] op b[i] for a built-in op (loomAvg sums), as
    * device/reduce.h's loom_reduce does on the host. */
@@ -86,6 +92,11 @@ struct loom_device_ops {
    * device: no host thread (nor a backend's callback thread) blocks.  The
    * event may be destroyed right after the call. */
   loomResult_t (*stream_wait_event)(void *native, void *event);
+  /* Later work on the stream waits, on the device, until the host has
+   * set the 32-bit word at flag (host_alloc memory, written with an
+   * atomic store) to value or past it: (int32_t)(*flag - value) >= 0, so
+   * a counter may wrap.  No host thread blocks (cuStreamWaitValue32). */
+  loomResult_t (*wait_value_async)(void *native, const uint32_t *flag, uint32_t value);
 
   /* ---- IPC: ranks of one node use each other's device memory ---- */
   /* Bytes of a handle (at most LOOM_IPC_HANDLE_MAX); 0: no IPC, and the

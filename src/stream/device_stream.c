@@ -8,17 +8,25 @@
  * the native stream and at the time of the call:
  *
  *   copies of its device inputs into host blocks -> event `in` ->
- *   a host function that holds the stream until the collective is done ->
- *   copies of its results back into device memory -> a host function that
- *   drops the native side's reference
+ *   a hold: a wait, on the device, for the stream's hold word to reach
+ *   the collective's number -> copies of its results back into device
+ *   memory -> a host function that drops the native side's reference
  *
  * and queues a task on the worker that waits (polling, never blocking on
- * the device) for `in`, runs the collective on the host blocks and
- * releases the native stream.  Work the caller queues afterwards, on the
- * native stream directly too, waits for the results as it would for a
- * kernel.  Finished work is retired to a list and freed by the caller's
- * thread (its next call, sync or destroy): a backend's host function may
- * not call the backend (cudaFreeHost).
+ * the device) for `in`, runs the collective on the host blocks and sets
+ * the hold word.  Work the caller queues afterwards, on the native stream
+ * directly too, waits for the results as it would for a kernel.
+ *
+ * Holds are numbered in the order queued and let go in that order by the
+ * worker, which runs its tasks in order; the word lives in the backend's
+ * pinned host memory.  No host function blocks: while one runs, CUDA
+ * makes other threads' stream creation and IPC opens wait, so a host
+ * function waiting for a collective that opens an IPC handle deadlocks
+ * (seen on an H200; the simulator now behaves alike).
+ *
+ * Finished work is retired to a list and freed by the caller's thread
+ * (its next call, sync or destroy): a backend's host function may not
+ * call the backend (cudaFreeHost).
  */
 #include "stream/stream.h"
 #include "stream/stream_internal.h"
@@ -38,9 +46,8 @@ struct loom_device_work {
   loomStream_t s;
   struct loom_stage stage;
   void *ev_in;
-  pthread_mutex_t lock;
-  pthread_cond_t cv;
-  int done;
+  uint32_t hold; /* its number: the native stream waits for the word to reach it */
+  int held;      /* the hold is queued: it must be let go */
   int skip; /* queuing failed: the collective must not run (the call said so) */
   atomic_int refs; /* the worker's task and the native stream's */
   struct loom_device_work *next; /* on s->retired */
@@ -78,6 +85,13 @@ static loomResult_t create_on(loomStream_t *stream, loomDevice_t device, void *n
   s->dev = dev;
   s->native = native;
   s->owns_native = owns;
+  res = dev->host_alloc((void **)&s->hold_flag, 64);
+  if (res != loomSuccess) {
+    (void)loomStreamDestroy(s); /* frees native too when it owns it */
+    return res;
+  }
+  __atomic_store_n(s->hold_flag, 0, __ATOMIC_RELEASE);
+  pthread_mutex_init(&s->hold_lock, NULL);
   *stream = s;
   return loomSuccess;
 }
@@ -140,8 +154,6 @@ static void free_work(struct loom_device_work *w) {
   loom_stage_free(&w->stage);
   if (w->ev_in != NULL)
     w->s->dev->event_destroy(w->ev_in);
-  pthread_cond_destroy(&w->cv);
-  pthread_mutex_destroy(&w->lock);
   free(w);
 }
 
@@ -167,14 +179,66 @@ static void reap(loomStream_t s) {
   }
 }
 
-/* ---- the native stream's side ---- */
+/* ---- holds on the native stream ---- */
 
-static void hold_until_done(void *arg) {
-  struct loom_device_work *w = arg;
-  pthread_mutex_lock(&w->lock);
-  while (!w->done)
-    pthread_cond_wait(&w->cv, &w->lock);
-  pthread_mutex_unlock(&w->lock);
+/* With hold_lock held: queues on the native stream a wait for the next
+ * hold's number, *seq. */
+static loomResult_t hold_queue(loomStream_t s, uint32_t *seq) {
+  uint32_t next = s->holds_queued + 1;
+  LOOM_CHECK(s->dev->wait_value_async(s->native, s->hold_flag, next));
+  s->holds_queued = next;
+  *seq = next;
+  return loomSuccess;
+}
+
+/* Lets the native stream past hold seq once every earlier hold is let
+ * go: at once on the worker, which runs them in order; a caller whose
+ * task the stream refused waits here for the worker to reach it. */
+static void hold_let_go(loomStream_t s, uint32_t seq) {
+  while ((int32_t)(__atomic_load_n(s->hold_flag, __ATOMIC_ACQUIRE) - (seq - 1)) < 0) {
+    struct timespec nap = {.tv_nsec = 20000};
+    nanosleep(&nap, NULL);
+  }
+  __atomic_store_n(s->hold_flag, seq, __ATOMIC_RELEASE);
+}
+
+struct hold_task {
+  struct loom_task base;
+  struct loom_task *inner;
+  loomStream_t s;
+  uint32_t seq;
+};
+
+static loomResult_t hold_task_run(struct loom_task *t) {
+  struct hold_task *h = (struct hold_task *)t;
+  return h->inner->run(h->inner);
+}
+
+static void hold_task_release(struct loom_task *t) {
+  struct hold_task *h = (struct hold_task *)t;
+  h->inner->release(h->inner);
+  hold_let_go(h->s, h->seq);
+  free(h);
+}
+
+loomResult_t loom_device_stream_hold(loomStream_t s, struct loom_task *t) {
+  struct hold_task *h = malloc(sizeof *h);
+  if (h == NULL) {
+    t->release(t);
+    return loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory queueing on a device stream");
+  }
+  *h = (struct hold_task){.base = {.run = hold_task_run, .release = hold_task_release},
+                          .inner = t, .s = s};
+  pthread_mutex_lock(&s->hold_lock);
+  loomResult_t res = hold_queue(s, &h->seq);
+  if (res == loomSuccess)
+    res = loom_stream_submit(s, &h->base); /* refused: released at once, so let go */
+  else {                                    /* no hold queued: nothing to let go */
+    t->release(t);
+    free(h);
+  }
+  pthread_mutex_unlock(&s->hold_lock);
+  return res;
 }
 
 static void native_release(void *arg) { put_work(arg); }
@@ -201,16 +265,16 @@ static loomResult_t work_run(struct loom_task *t) {
   loomResult_t res = w->skip ? loomSuccess : wait_inputs(w);
   if (res == loomSuccess && !w->skip)
     res = w->inner->run(w->inner);
-  pthread_mutex_lock(&w->lock);
-  w->done = 1; /* the native stream goes on, also after a failure */
-  pthread_cond_broadcast(&w->cv);
-  pthread_mutex_unlock(&w->lock);
   return res;
 }
 
+/* After work_run, or when the stream refused w: the native stream goes
+ * on, also after a failure. */
 static void work_release(struct loom_task *t) {
   struct loom_device_work *w = (struct loom_device_work *)t;
   w->inner->release(w->inner);
+  if (w->held)
+    hold_let_go(w->s, w->hold);
   put_work(w);
 }
 
@@ -230,7 +294,8 @@ static loomResult_t queue_native(struct loom_device_work *w, struct queued *q) {
   }
   LOOM_CHECK(s->dev->event_record(w->ev_in, s->native));
   q->any = 1;
-  LOOM_CHECK(s->dev->host_func(s->native, hold_until_done, w));
+  LOOM_CHECK(hold_queue(s, &w->hold));
+  w->held = 1;
   if (w->stage.dev != NULL)
     LOOM_CHECK(loom_stage_run_async(&w->stage, 0, s->native));
   LOOM_CHECK(s->dev->host_func(s->native, native_release, w));
@@ -238,17 +303,11 @@ static loomResult_t queue_native(struct loom_device_work *w, struct queued *q) {
   return loomSuccess;
 }
 
-/* Hands w to the worker; a refused submit must still let the native
- * stream go on. */
+/* Hands w to the worker; a refused submit releases w at once, which
+ * lets the native stream go on. */
 static loomResult_t submit_work(struct loom_device_work *w) {
   atomic_fetch_add(&w->refs, 1); /* w outlives a refused submit */
   loomResult_t sub = loom_stream_submit(w->s, &w->base);
-  if (sub != loomSuccess) { /* never to run: release the hold */
-    pthread_mutex_lock(&w->lock);
-    w->done = 1;
-    pthread_cond_broadcast(&w->cv);
-    pthread_mutex_unlock(&w->lock);
-  }
   put_work(w);
   return sub;
 }
@@ -286,19 +345,19 @@ loomResult_t loom_stream_submit_staged(loomStream_t s, struct loom_task *t,
   *w = (struct loom_device_work){.base = {.run = work_run, .release = work_release},
                                  .inner = t, .s = s, .stage = *stage};
   *stage = (struct loom_stage){0};
-  pthread_mutex_init(&w->lock, NULL);
-  pthread_cond_init(&w->cv, NULL);
   atomic_init(&w->refs, 2);
   loomResult_t res = s->dev->event_create(&w->ev_in);
   struct queued q = {0};
+  pthread_mutex_lock(&s->hold_lock); /* holds reach the worker in their order */
   if (res == loomSuccess)
     res = queue_native(w, &q);
   if (res == loomSuccess)
-    return submit_work(w);
-  if (q.any) {
+    res = submit_work(w);
+  else if (q.any)
     abandon(w, &q);
+  pthread_mutex_unlock(&s->hold_lock);
+  if (res == loomSuccess || q.any)
     return res;
-  }
   t->release(t);
   free_work(w);
   return res;
@@ -320,6 +379,10 @@ void loom_device_stream_release(loomStream_t s) {
   else
     (void)s->dev->stream_sync(s->native);
   reap(s);
+  if (s->hold_flag != NULL) {
+    s->dev->host_free(s->hold_flag);
+    pthread_mutex_destroy(&s->hold_lock);
+  }
 }
 
 /* ---- loomMemcpyAsync ---- */

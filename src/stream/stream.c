@@ -243,12 +243,6 @@ static void wait_task_release(struct loom_task *t) {
   free(w);
 }
 
-static void wait_on_device(void *arg) {
-  struct wait_task *w = arg;
-  wait_task_run(&w->base);
-  wait_task_release(&w->base);
-}
-
 loomResult_t loomStreamWaitEvent(loomStream_t stream, loomEvent_t event) {
   LOOM_CHECK(loom_stream_check(stream, "loomStreamWaitEvent"));
   LOOM_CHECK(loom_event_check(event, "loomStreamWaitEvent"));
@@ -269,12 +263,8 @@ loomResult_t loomStreamWaitEvent(loomStream_t stream, loomEvent_t event) {
   w->base.run = wait_task_run;
   w->base.release = wait_task_release;
   w->rec = rec;
-  if (stream->dev != NULL) { /* the device stream holds until the record completes */
-    loomResult_t res = loom_stream_enqueue_fn(stream, wait_on_device, w);
-    if (res != loomSuccess)
-      wait_task_release(&w->base);
-    return res;
-  }
+  if (stream->dev != NULL) /* the device stream holds until the record completes */
+    return loom_device_stream_hold(stream, &w->base);
   return loom_stream_submit(stream, &w->base);
 }
 

@@ -53,6 +53,13 @@ struct loomStream {
   void *native;
   int owns_native;                /* created here: destroyed with the stream */
   struct loom_device_work *retired; /* finished work whose resources wait to be freed */
+  /* Holds (device_stream.c): the native stream waits on the device until
+   * the word *hold_flag (the backend's pinned host memory) reaches a
+   * hold's number; holds are numbered under hold_lock in the order they
+   * reach the worker, which lets them go in that order. */
+  uint32_t *hold_flag;
+  uint32_t holds_queued;
+  pthread_mutex_t hold_lock;
 };
 
 struct loom_event_record;
@@ -88,6 +95,11 @@ loomResult_t loom_stream_enqueue_fn(loomStream_t s, void (*fn)(void *), void *ar
  * the backend stream's work done and the finished work's resources
  * freed. */
 loomResult_t loom_device_stream_sync(loomStream_t s);
+/* Queues t on the device stream's worker and holds the native stream, at
+ * this point of its order, until t has run (or the stream refused it):
+ * work queued there afterwards waits for t on the device, with no host
+ * thread blocked.  t is released in every case. */
+loomResult_t loom_device_stream_hold(loomStream_t s, struct loom_task *t);
 loomResult_t loom_device_stream_query(loomStream_t s);
 void loom_device_stream_release(loomStream_t s);
 

@@ -6,6 +6,9 @@
  *    kernels give, for every datatype and op, queued on its stream;
  *  - its events are seen complete without blocking, only once the work
  *    before them is done (a host function holds the stream);
+ *  - its streams wait on the device for a word of host memory
+ *    (wait_value_async, the GEQ rule across the 32-bit wrap), while
+ *    another stream can still be created;
  *  - classify gives an allocation's bounds; the sim device reports work
  *    on freed memory as the stream's error;
  *  - the sim device's IPC: another process maps an allocation through its
@@ -170,6 +173,58 @@ END_TEST
 START_TEST(cuda_events_wait_for_work) { events_wait_for_work(loomDeviceCuda); }
 END_TEST
 
+/* ---- waiting for a host word ---- */
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Polls ev for up to 5 s: its final answer. */
+static loomResult_t event_within(const struct loom_device_ops *ops, void *ev) {
+  for (int polls = 0; ops->event_query(ev) == loomInProgress && polls < 5000; polls++)
+    sleep_ms(1);
+  return ops->event_query(ev);
+}
+
+static void streams_wait_for_host_word(loomDevice_t d) {
+  const struct loom_device_ops *ops = backend(d);
+  if (ops == NULL || ops->wait_value_async == NULL)
+    return;
+  uint32_t *flag;
+  void *native, *other, *ev;
+  ck_assert_int_eq(ops->host_alloc((void **)&flag, 64), loomSuccess);
+  __atomic_store_n(flag, 0xfffffffeu, __ATOMIC_RELEASE);
+  ck_assert_int_eq(ops->stream_create(&native), loomSuccess);
+  ck_assert_int_eq(ops->event_create(&ev), loomSuccess);
+  ck_assert_int_eq(ops->wait_value_async(native, flag, 1), loomSuccess); /* past the wrap */
+  ck_assert_int_eq(ops->event_record(ev, native), loomSuccess);
+  /* held: another stream can be made meanwhile (a blocking host function
+   * would make CUDA wait here) */
+  ck_assert_int_eq(ops->stream_create(&other), loomSuccess);
+  ops->stream_destroy(other);
+  sleep_ms(20);
+  ck_assert_int_eq(ops->event_query(ev), loomInProgress);
+  __atomic_store_n(flag, 0xffffffffu, __ATOMIC_RELEASE);
+  sleep_ms(20);
+  ck_assert_int_eq(ops->event_query(ev), loomInProgress); /* -1 is short of 1 */
+  __atomic_store_n(flag, 0, __ATOMIC_RELEASE);
+  sleep_ms(20);
+  ck_assert_int_eq(ops->event_query(ev), loomInProgress);
+  __atomic_store_n(flag, 2, __ATOMIC_RELEASE); /* past the value also lets it go */
+  ck_assert_int_eq(event_within(ops, ev), loomSuccess);
+  ck_assert_int_eq(ops->stream_sync(native), loomSuccess);
+  ops->event_destroy(ev);
+  ops->stream_destroy(native);
+  ops->host_free(flag);
+}
+
+START_TEST(sim_streams_wait_for_host_word) { streams_wait_for_host_word(loomDeviceSim); }
+END_TEST
+
+START_TEST(cuda_streams_wait_for_host_word) { streams_wait_for_host_word(loomDeviceCuda); }
+END_TEST
+
 /* ---- memory ---- */
 
 START_TEST(sim_bounds_and_errors) {
@@ -284,6 +339,8 @@ static Suite *device_suite(void) {
   tcase_set_timeout(tc, 30);
   tcase_add_test(tc, sim_events_wait_for_work);
   tcase_add_test(tc, cuda_events_wait_for_work);
+  tcase_add_test(tc, sim_streams_wait_for_host_word);
+  tcase_add_test(tc, cuda_streams_wait_for_host_word);
   tcase_add_test(tc, sim_bounds_and_errors);
   tcase_add_test(tc, sim_ipc_shares_memory);
   suite_add_tcase(s, tc);

@@ -10,6 +10,7 @@
 #include "device/alloc_table.h"
 
 #include <cuda_runtime_api.h>
+#include <stdint.h>
 
 extern struct loom_alloc_table loom_cuda_allocations;
 
@@ -22,5 +23,8 @@ loomResult_t loom_cuda_remember(void *ptr, size_t bytes, int imported);
 loomResult_t loom_cuda_ipc_get(const void *ptr, void *handle, size_t *offset);
 loomResult_t loom_cuda_ipc_open(const void *handle, void **base);
 void loom_cuda_ipc_close(void *base);
+
+/* cuda_wait.c: device/device.h's wait_value_async. */
+loomResult_t loom_cuda_wait_value(void *native, const uint32_t *flag, uint32_t value);
 
 #endif

@@ -100,7 +100,9 @@ static loomResult_t mem_free(void *ptr) {
 }
 
 static loomResult_t host_alloc(void **ptr, size_t bytes) {
-  return loom_cuda_check(cudaHostAlloc(ptr, bytes ? bytes : 1, cudaHostAllocPortable),
+  /* mapped: a stream's wait_value_async reads a word of it */
+  return loom_cuda_check(cudaHostAlloc(ptr, bytes ? bytes : 1,
+                                       cudaHostAllocPortable | cudaHostAllocMapped),
                          "cudaHostAlloc");
 }
 
@@ -140,7 +142,8 @@ static void stream_destroy(void *native) {
 }
 
 static loomResult_t stream_sync(void *native) {
-  return loom_cuda_check(cudaStreamSynchronize((cudaStream_t)native), "cudaStreamSynchronize");
+  cudaStream_t stream = native != NULL ? (cudaStream_t)native : cudaStreamLegacy;
+  return loom_cuda_check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
 }
 
 static loomResult_t stream_query(void *native) {
@@ -155,8 +158,13 @@ static loomResult_t memcpy_async(void *dst, const void *src, size_t bytes, void 
       "cudaMemcpyAsync");
 }
 
+/* On the default (legacy) stream, as cudaMemcpy, but waited for: a small
+ * cudaMemcpy from pageable memory may return before the bytes land, and a
+ * peer reading them through IPC then sees old data (seen on an H200). */
 static loomResult_t memcpy_sync(void *dst, const void *src, size_t bytes) {
-  return loom_cuda_check(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault), "cudaMemcpy");
+  LOOM_CHECK(loom_cuda_check(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
+                                             cudaStreamLegacy), "cudaMemcpyAsync"));
+  return loom_cuda_check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
 }
 
 static loomResult_t reduce_async(void *dst, const void *a, const void *b, size_t count,
@@ -239,6 +247,7 @@ const struct loom_device_ops loom_device_cuda_ops = {
     .event_record = event_record,
     .event_query = event_query,
     .stream_wait_event = stream_wait_event,
+    .wait_value_async = loom_cuda_wait_value,
     .ipc_handle_bytes = sizeof(cudaIpcMemHandle_t),
     .ipc_get = loom_cuda_ipc_get,
     .ipc_open = loom_cuda_ipc_open,

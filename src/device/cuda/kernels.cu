@@ -283,3 +283,18 @@ extern "C" cudaError_t loom_cuda_scale_avg(void *buf, size_t count, loomDataType
   ScaleArgs s = {buf, nranks, count, stream};
   return with_type<ScaleLaunch, false>(dt, s);
 }
+
+/* One thread polls the host word until (int32_t)(*flag - value) >= 0:
+ * the stream's later work waits for the host, as cuStreamWaitValue32
+ * would make it (cuda_wait.c uses this where that call is refused). */
+__global__ void wait_value_kernel(const volatile unsigned *flag, unsigned value) {
+  while (static_cast<int>(*flag - value) < 0)
+    __nanosleep(2000);
+}
+
+extern "C" cudaError_t loom_cuda_wait_kernel(const uint32_t *flag, uint32_t value,
+                                            cudaStream_t stream) {
+  wait_value_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<const volatile unsigned *>(flag),
+                                         value);
+  return cudaGetLastError();
+}

@@ -17,6 +17,7 @@
 
 #include <cuda_runtime_api.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "loom.h"
 
@@ -36,6 +37,11 @@ cudaError_t loom_cuda_premul(void *dst, const void *src, size_t count, loomDataT
 /* buf[i] /= nranks by loom_scale_avg's rules; nothing when nranks <= 1. */
 cudaError_t loom_cuda_scale_avg(void *buf, size_t count, loomDataType_t dt, int nranks,
                                 cudaStream_t stream);
+
+/* Later work on stream waits until (int32_t)(*flag - value) >= 0; flag
+ * is mapped host memory (cudaHostAlloc), written by the host.  One thread
+ * of one block polls it. */
+cudaError_t loom_cuda_wait_kernel(const uint32_t *flag, uint32_t value, cudaStream_t stream);
 
 #ifdef __cplusplus
 }

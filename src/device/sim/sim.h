@@ -8,7 +8,10 @@
  * only the backend translates a device address into its storage address.
  * Streams are worker threads running copies and kernels in order, each
  * after a random delay of up to LOOM_SIM_DELAY_US, so that a missing
- * ordering shows as wrong data instead of passing by luck.
+ * ordering shows as wrong data instead of passing by luck.  As in CUDA,
+ * creating a stream or opening an IPC handle waits while a host function
+ * runs (loom_sim_api_exclusive): a host function that blocks until other
+ * backend work is queued deadlocks here as it would on a GPU.
  */
 #ifndef LOOM_DEVICE_SIM_SIM_H
 #define LOOM_DEVICE_SIM_SIM_H
@@ -56,7 +59,8 @@ struct loom_sim_stream;
 struct loom_sim_event;
 
 enum loom_sim_op_kind { LOOM_SIM_COPY, LOOM_SIM_REDUCE, LOOM_SIM_PREMUL, LOOM_SIM_SCALE,
-                        LOOM_SIM_HOST_FUNC, LOOM_SIM_EVENT, LOOM_SIM_WAIT };
+                        LOOM_SIM_HOST_FUNC, LOOM_SIM_EVENT, LOOM_SIM_WAIT,
+                        LOOM_SIM_WAIT_VALUE };
 
 struct loom_sim_op {
   enum loom_sim_op_kind kind;
@@ -71,11 +75,20 @@ struct loom_sim_op {
   void *arg;
   struct loom_sim_event *event;
   uint64_t event_seq;
+  const uint32_t *flag; /* LOOM_SIM_WAIT_VALUE: until (int32_t)(*flag - value) >= 0 */
+  uint32_t value;
   struct loom_sim_op *next;
 };
 
+/* Calls that CUDA serialises against running host functions (stream
+ * creation, IPC opens) run between these two: they wait while any host
+ * function runs. */
+void loom_sim_api_exclusive(void);
+void loom_sim_api_shared_end(void);
+
 loomResult_t loom_sim_stream_create(void **native);
 void loom_sim_stream_destroy(void *native);
+/* native NULL: the default stream, where the simulator runs nothing. */
 loomResult_t loom_sim_stream_sync(void *native);
 loomResult_t loom_sim_stream_query(void *native);
 /* Queues a copy of *op (the stream owns the copy). */
@@ -93,5 +106,8 @@ void loom_sim_event_reached(struct loom_sim_event *ev, uint64_t seq);
 /* Queues on the stream a wait for the event's last record (the event is
  * kept alive by the queued wait). */
 loomResult_t loom_sim_stream_wait_event(void *native, void *event);
+/* Queues a wait until (int32_t)(*flag - value) >= 0 (device.h's
+ * wait_value_async). */
+loomResult_t loom_sim_wait_value(void *native, const uint32_t *flag, uint32_t value);
 
 #endif

@@ -86,7 +86,10 @@ loomResult_t loom_sim_ipc_open(const void *handle, void **base) {
                       "simulated device IPC: a handle of this process (use the pointer itself)");
   struct loom_alloc a = {.bytes = h.bytes, .span = h.span, .imported = 1};
   LOOM_CHECK(open_file(&h, &a.fd));
-  return loom_sim_map_and_place(&a, "IPC open", base);
+  loom_sim_api_exclusive(); /* as cudaIpcOpenMemHandle, it waits for running host functions */
+  loomResult_t res = loom_sim_map_and_place(&a, "IPC open", base);
+  loom_sim_api_shared_end();
+  return res;
 }
 
 void loom_sim_ipc_close(void *base) {

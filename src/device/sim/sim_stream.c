@@ -41,6 +41,28 @@ struct loom_sim_event {
   atomic_int refs; /* its creator's, and each queued wait's */
 };
 
+/* Read-held while a host function runs, write-held by the calls CUDA
+ * makes wait for running host functions (sim.h). */
+static pthread_rwlock_t api_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+void loom_sim_api_exclusive(void) { pthread_rwlock_wrlock(&api_lock); }
+void loom_sim_api_shared_end(void) { pthread_rwlock_unlock(&api_lock); }
+
+static void run_host_func(const struct loom_sim_op *op) {
+  pthread_rwlock_rdlock(&api_lock);
+  op->fn(op->arg);
+  pthread_rwlock_unlock(&api_lock);
+}
+
+/* Blocks this stream's worker until the host has set *flag to value or
+ * past it (napping 20 us), as cuStreamWaitValue32's GEQ does. */
+static void wait_value(const uint32_t *flag, uint32_t value) {
+  while ((int32_t)(__atomic_load_n(flag, __ATOMIC_ACQUIRE) - value) < 0) {
+    struct timespec nap = {.tv_nsec = 20000};
+    nanosleep(&nap, NULL);
+  }
+}
+
 static void event_put(struct loom_sim_event *ev) {
   if (atomic_fetch_sub(&ev->refs, 1) == 1)
     free(ev);
@@ -103,13 +125,16 @@ loomResult_t loom_sim_op_run(const struct loom_sim_op *op, char *text, size_t le
     loom_scale_avg(dst, op->count, op->dt, op->nranks);
     break;
   case LOOM_SIM_HOST_FUNC:
-    op->fn(op->arg);
+    run_host_func(op);
     break;
   case LOOM_SIM_EVENT:
     loom_sim_event_reached(op->event, op->event_seq);
     break;
   case LOOM_SIM_WAIT:
     wait_reached(op->event, op->event_seq);
+    break;
+  case LOOM_SIM_WAIT_VALUE:
+    wait_value(op->flag, op->value);
     break;
   }
   return loomSuccess;
@@ -154,11 +179,9 @@ static void *worker_main(void *arg) {
   return NULL;
 }
 
-loomResult_t loom_sim_stream_create(void **native) {
+/* Starts s's worker; on failure s is left for the caller to free. */
+static loomResult_t start_stream(struct loom_sim_stream *s) {
   static atomic_uint seeds = 1;
-  struct loom_sim_stream *s = calloc(1, sizeof *s);
-  if (s == NULL)
-    return loom_error(loomSystemError, LOOM_LOG_INIT, "simulated device: out of memory");
   pthread_mutex_init(&s->lock, NULL);
   pthread_cond_init(&s->work_cv, NULL);
   pthread_cond_init(&s->done_cv, NULL);
@@ -169,10 +192,23 @@ loomResult_t loom_sim_stream_create(void **native) {
     pthread_cond_destroy(&s->done_cv);
     pthread_cond_destroy(&s->work_cv);
     pthread_mutex_destroy(&s->lock);
-    free(s);
     return loom_check_errnum(err, LOOM_LOG_INIT, "simulated device: starting a stream's thread");
   }
   (void)pthread_setname_np(s->worker, "loom-sim-strm");
+  return loomSuccess;
+}
+
+loomResult_t loom_sim_stream_create(void **native) {
+  struct loom_sim_stream *s = calloc(1, sizeof *s);
+  if (s == NULL)
+    return loom_error(loomSystemError, LOOM_LOG_INIT, "simulated device: out of memory");
+  loom_sim_api_exclusive(); /* as cudaStreamCreate, it waits for running host functions */
+  loomResult_t res = start_stream(s);
+  loom_sim_api_shared_end();
+  if (res != loomSuccess) {
+    free(s);
+    return res;
+  }
   *native = s;
   return loomSuccess;
 }
@@ -211,6 +247,8 @@ loomResult_t loom_sim_stream_push(void *native, const struct loom_sim_op *op) {
 
 loomResult_t loom_sim_stream_sync(void *native) {
   struct loom_sim_stream *s = native;
+  if (s == NULL) /* the default stream: the simulator runs nothing there */
+    return loomSuccess;
   char text[sizeof s->error_text];
   pthread_mutex_lock(&s->lock);
   uint64_t target = s->submitted;
@@ -261,6 +299,11 @@ loomResult_t loom_sim_event_record(void *event, void *native) {
   struct loom_sim_event *ev = event;
   struct loom_sim_op op = {.kind = LOOM_SIM_EVENT, .event = ev};
   op.event_seq = atomic_fetch_add(&ev->recorded, 1) + 1;
+  return loom_sim_stream_push(native, &op);
+}
+
+loomResult_t loom_sim_wait_value(void *native, const uint32_t *flag, uint32_t value) {
+  struct loom_sim_op op = {.kind = LOOM_SIM_WAIT_VALUE, .flag = flag, .value = value};
   return loom_sim_stream_push(native, &op);
 }
 

@@ -42,6 +42,12 @@ struct loom_ipc_state {
   unsigned long call;
   void *scratch[2]; /* for a host buffer of a call (ipc_coll.c) */
   size_t scratch_bytes[2];
+  /* Outgrown scratch, freed with the state: a free on a device stream's
+   * worker may wait for the whole device (cudaFree does), and the device
+   * may be waiting for that worker's hold.  Scratch starts at 1 MiB and
+   * at least doubles, so 2 x 44 growths reach 2^64 bytes: never full. */
+  void *outgrown[88];
+  int noutgrown;
 };
 
 static uint64_t token;
@@ -83,12 +89,18 @@ void loom_ipc_next_call(struct loom_ipc_state *st) { st->call++; }
 
 loomResult_t loom_ipc_scratch(struct loom_ipc_state *st, int which, size_t bytes, void **ptr) {
   if (st->scratch_bytes[which] < bytes) {
-    if (st->scratch[which] != NULL)
-      (void)st->dev->mem_free(st->scratch[which]);
-    st->scratch[which] = NULL;
-    st->scratch_bytes[which] = 0;
-    LOOM_CHECK(st->dev->mem_alloc(&st->scratch[which], bytes));
-    st->scratch_bytes[which] = bytes;
+    size_t grown = 2 * st->scratch_bytes[which] > bytes ? 2 * st->scratch_bytes[which] : bytes;
+    if (grown < ((size_t)1 << 20))
+      grown = (size_t)1 << 20;
+    void *p = NULL;
+    LOOM_CHECK(st->dev->mem_alloc(&p, grown));
+    if (st->scratch[which] != NULL) {
+      if (st->noutgrown == (int)(sizeof st->outgrown / sizeof st->outgrown[0]))
+        (void)st->dev->mem_free(st->outgrown[--st->noutgrown]); /* cannot happen */
+      st->outgrown[st->noutgrown++] = st->scratch[which];
+    }
+    st->scratch[which] = p;
+    st->scratch_bytes[which] = grown;
   }
   *ptr = st->scratch[which];
   return loomSuccess;
@@ -155,6 +167,8 @@ void loom_ipc_state_free(loomComm_t comm) {
     for (int i = 0; i < 2; i++)
       if (st->scratch[i] != NULL)
         (void)st->dev->mem_free(st->scratch[i]);
+    while (st->noutgrown > 0)
+      (void)st->dev->mem_free(st->outgrown[--st->noutgrown]);
     while (st->n > 0)
       close_at(st, st->n - 1);
     free(st->v);

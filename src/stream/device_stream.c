@@ -85,11 +85,13 @@ static loomResult_t create_on(loomStream_t *stream, loomDevice_t device, void *n
   s->dev = dev;
   s->native = native;
   s->owns_native = owns;
-  res = dev->host_alloc((void **)&s->hold_flag, 64);
+  void *word = NULL;
+  res = dev->host_alloc(&word, 64);
   if (res != loomSuccess) {
     (void)loomStreamDestroy(s); /* frees native too when it owns it */
     return res;
   }
+  s->hold_flag = word;
   __atomic_store_n(s->hold_flag, 0, __ATOMIC_RELEASE);
   pthread_mutex_init(&s->hold_lock, NULL);
   *stream = s;
@@ -313,12 +315,17 @@ static loomResult_t submit_work(struct loom_device_work *w) {
 }
 
 /* Queuing failed after part of it reached the native stream: the
- * collective is skipped (the call returns the error), the native stream
- * drained so that no queued copy still uses w's blocks, and the native
- * side's reference dropped if its release never got queued. */
-static void abandon(struct loom_device_work *w, const struct queued *q) {
+ * collective is skipped (the call returns the error) but still handed to
+ * the worker, in its hold's order, so that its hold is let go. */
+static void abandon(struct loom_device_work *w) {
   w->skip = 1;
   (void)submit_work(w);
+}
+
+/* Then, without hold_lock (the stream may wait for earlier holds): the
+ * native stream drained so that no queued copy still uses w's blocks, and
+ * the native side's reference dropped if its release never got queued. */
+static void drain_abandoned(struct loom_device_work *w, const struct queued *q) {
   (void)w->s->dev->stream_sync(w->s->native);
   if (!q->release)
     put_work(w);
@@ -351,11 +358,16 @@ loomResult_t loom_stream_submit_staged(loomStream_t s, struct loom_task *t,
   pthread_mutex_lock(&s->hold_lock); /* holds reach the worker in their order */
   if (res == loomSuccess)
     res = queue_native(w, &q);
+  int abandoned = 0;
   if (res == loomSuccess)
     res = submit_work(w);
-  else if (q.any)
-    abandon(w, &q);
+  else if (q.any) {
+    abandon(w);
+    abandoned = 1;
+  }
   pthread_mutex_unlock(&s->hold_lock);
+  if (abandoned)
+    drain_abandoned(w, &q);
   if (res == loomSuccess || q.any)
     return res;
   t->release(t);

@@ -24,7 +24,7 @@
 /* CUresult cuStreamWaitValue32(CUstream, CUdeviceptr, cuuint32_t, unsigned int) */
 typedef int (*wait_value_fn)(void *stream, unsigned long long addr, uint32_t value,
                              unsigned flags);
-enum { CU_STREAM_WAIT_VALUE_GEQ = 0x0 };
+enum { CU_STREAM_WAIT_VALUE_GEQ = 0x0, CUDA_ERROR_NOT_SUPPORTED = 801 };
 
 static wait_value_fn driver_wait;
 static pthread_once_t driver_wait_once = PTHREAD_ONCE_INIT;
@@ -56,14 +56,19 @@ static unsigned long long device_address(const uint32_t *flag) {
 
 loomResult_t loom_cuda_wait_value(void *native, const uint32_t *flag, uint32_t value) {
   pthread_once(&driver_wait_once, find_driver_wait);
+  unsigned long long addr = device_address(flag);
   if (driver_wait != NULL && !atomic_load(&use_kernel)) {
-    int rc = driver_wait(native, device_address(flag), value, CU_STREAM_WAIT_VALUE_GEQ);
+    int rc = driver_wait(native, addr, value, CU_STREAM_WAIT_VALUE_GEQ);
     if (rc == 0)
       return loomSuccess;
+    if (rc != CUDA_ERROR_NOT_SUPPORTED) /* a bad stream, a broken context: the caller's error */
+      return loom_error(loomUnhandledCudaError, LOOM_LOG_INIT,
+                        "cuStreamWaitValue32 failed (CUresult %d)", rc);
     atomic_store(&use_kernel, 1);
-    LOOM_INFO(LOOM_LOG_INIT, "cuStreamWaitValue32 refused (CUresult %d): CUDA streams wait "
-              "for Loom's collectives with a polling kernel from now on", rc);
+    LOOM_INFO(LOOM_LOG_INIT, "cuStreamWaitValue32 is not supported here: CUDA streams wait "
+              "for Loom's collectives with a polling kernel from now on");
   }
-  return loom_cuda_check(loom_cuda_wait_kernel(flag, value, (cudaStream_t)native),
-                         "the wait kernel's launch");
+  return loom_cuda_check(
+      loom_cuda_wait_kernel((const uint32_t *)(uintptr_t)addr, value, (cudaStream_t)native),
+      "the wait kernel's launch");
 }

@@ -160,6 +160,23 @@ template <> struct Storage<int64_t, true> {
   typedef uint64_t type;
 };
 
+template <class T> struct Same {
+  typedef T type;
+};
+
+/* Queues kernel k on stream with these arguments (converted to k's
+ * parameter types) and returns this launch's own error: cudaGetLastError
+ * after a <<<>>> launch would also return an older error still in the
+ * thread's slot (a failed cudaMalloc, say), reporting a queued kernel as
+ * failed. */
+template <class... P>
+cudaError_t launch(void (*k)(P...), unsigned blocks, unsigned threads, cudaStream_t stream,
+                   typename Same<P>::type... args) {
+  void *argv[] = {&args..., nullptr};
+  return cudaLaunchKernel(reinterpret_cast<const void *>(k), dim3(blocks), dim3(threads), argv,
+                          0, stream);
+}
+
 /* L::run<T>(args) for the element type of dt. */
 template <class L, bool Wrap, class Args>
 cudaError_t with_type(loomDataType_t dt, const Args &args) {
@@ -200,9 +217,8 @@ template <class Op> struct ReduceLaunch {
   template <class T> static cudaError_t run(const ReduceArgs &r) {
     if (!aligned<T>(r.dst) || !aligned<T>(r.a) || !aligned<T>(r.b))
       return cudaErrorMisalignedAddress;
-    reduce_kernel<Op, T><<<blocks_for(r.count), kThreadsPerBlock, 0, r.stream>>>(
-        (T *)r.dst, (const T *)r.a, (const T *)r.b, r.count);
-    return cudaGetLastError();
+    return launch(reduce_kernel<Op, T>, blocks_for(r.count), kThreadsPerBlock, r.stream,
+                  (T *)r.dst, (const T *)r.a, (const T *)r.b, r.count);
   }
 };
 
@@ -219,9 +235,8 @@ struct PremulLaunch {
       return cudaErrorMisalignedAddress;
     T scalar;
     memcpy(&scalar, p.scalar, sizeof scalar); /* host bytes, passed by value */
-    premul_kernel<T><<<blocks_for(p.count), kThreadsPerBlock, 0, p.stream>>>(
-        (T *)p.dst, (const T *)p.src, scalar, p.count);
-    return cudaGetLastError();
+    return launch(premul_kernel<T>, blocks_for(p.count), kThreadsPerBlock, p.stream, (T *)p.dst,
+                  (const T *)p.src, scalar, p.count);
   }
 };
 
@@ -236,9 +251,8 @@ struct ScaleLaunch {
   template <class T> static cudaError_t run(const ScaleArgs &s) {
     if (!aligned<T>(s.buf))
       return cudaErrorMisalignedAddress;
-    scale_avg_kernel<T><<<blocks_for(s.count), kThreadsPerBlock, 0, s.stream>>>(
-        (T *)s.buf, s.nranks, s.count);
-    return cudaGetLastError();
+    return launch(scale_avg_kernel<T>, blocks_for(s.count), kThreadsPerBlock, s.stream,
+                  (T *)s.buf, s.nranks, s.count);
   }
 };
 
@@ -294,7 +308,6 @@ __global__ void wait_value_kernel(const volatile unsigned *flag, unsigned value)
 
 extern "C" cudaError_t loom_cuda_wait_kernel(const uint32_t *flag, uint32_t value,
                                             cudaStream_t stream) {
-  wait_value_kernel<<<1, 1, 0, stream>>>(reinterpret_cast<const volatile unsigned *>(flag),
-                                         value);
-  return cudaGetLastError();
+  return launch(wait_value_kernel, 1, 1, stream,
+                reinterpret_cast<const volatile unsigned *>(flag), value);
 }

@@ -97,6 +97,10 @@ struct loom_device_ops {
    * atomic store) to value or past it: (int32_t)(*flag - value) >= 0, so
    * a counter may wrap.  No host thread blocks (cuStreamWaitValue32). */
   loomResult_t (*wait_value_async)(void *native, const uint32_t *flag, uint32_t value);
+  /* Optional: told after the host stored a new value into a waited word,
+   * by a backend whose waits sleep on the host (the simulator); NULL where
+   * the device polls the word itself (CUDA). */
+  void (*wait_value_wake)(uint32_t *flag);
 
   /* ---- IPC: ranks of one node use each other's device memory ---- */
   /* Bytes of a handle (at most LOOM_IPC_HANDLE_MAX); 0: no IPC, and the

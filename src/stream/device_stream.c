@@ -202,6 +202,8 @@ static void hold_let_go(loomStream_t s, uint32_t seq) {
     nanosleep(&nap, NULL);
   }
   __atomic_store_n(s->hold_flag, seq, __ATOMIC_RELEASE);
+  if (s->dev->wait_value_wake != NULL)
+    s->dev->wait_value_wake(s->hold_flag);
 }
 
 struct hold_task {

@@ -109,5 +109,7 @@ loomResult_t loom_sim_stream_wait_event(void *native, void *event);
 /* Queues a wait until (int32_t)(*flag - value) >= 0 (device.h's
  * wait_value_async). */
 loomResult_t loom_sim_wait_value(void *native, const uint32_t *flag, uint32_t value);
+/* Wakes the streams waiting on flag (device.h's wait_value_wake). */
+void loom_sim_wake_value(uint32_t *flag);
 
 #endif

@@ -86,6 +86,7 @@ const struct loom_device_ops loom_device_sim_ops = {
     .event_query = loom_sim_event_query,
     .stream_wait_event = loom_sim_stream_wait_event,
     .wait_value_async = loom_sim_wait_value,
+    .wait_value_wake = loom_sim_wake_value,
     .ipc_handle_bytes = LOOM_SIM_IPC_HANDLE_BYTES,
     .ipc_get = loom_sim_ipc_get,
     .ipc_open = loom_sim_ipc_open,

@@ -21,7 +21,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <time.h>
 
 struct loom_sim_stream {
@@ -55,12 +59,21 @@ static void run_host_func(const struct loom_sim_op *op) {
 }
 
 /* Blocks this stream's worker until the host has set *flag to value or
- * past it (napping 20 us), as cuStreamWaitValue32's GEQ does. */
+ * past it, as cuStreamWaitValue32's GEQ does: asleep on the word (a
+ * futex), woken by loom_sim_wake_value, and looking again every 1 ms in
+ * case a store came without a wake. */
 static void wait_value(const uint32_t *flag, uint32_t value) {
-  while ((int32_t)(__atomic_load_n(flag, __ATOMIC_ACQUIRE) - value) < 0) {
-    struct timespec nap = {.tv_nsec = 20000};
-    nanosleep(&nap, NULL);
+  for (;;) {
+    uint32_t now = __atomic_load_n(flag, __ATOMIC_ACQUIRE);
+    if ((int32_t)(now - value) >= 0)
+      return;
+    struct timespec ms = {.tv_nsec = 1000000};
+    (void)syscall(SYS_futex, flag, FUTEX_WAIT_PRIVATE, now, &ms, NULL, 0);
   }
+}
+
+void loom_sim_wake_value(uint32_t *flag) {
+  (void)syscall(SYS_futex, flag, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
 }
 
 static void event_put(struct loom_sim_event *ev) {

@@ -130,6 +130,19 @@ END_TEST
 
 /* ---- events ---- */
 
+static void sleep_ms(long ms) {
+  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Polls ev for up to 5 s: its final answer. */
+static loomResult_t event_within(const struct loom_device_ops *ops, void *ev) {
+  for (int polls = 0; ops->event_query(ev) == loomInProgress && polls < 5000; polls++)
+    sleep_ms(1);
+  return ops->event_query(ev);
+}
+
+
 static atomic_int gate;
 
 static void hold(void *arg) {
@@ -155,12 +168,7 @@ static void events_wait_for_work(loomDevice_t d) {
     ck_assert_int_eq(ops->event_query(ev), loomInProgress);
   ck_assert_int_eq(ops->stream_query(native), loomInProgress);
   atomic_store(&gate, 1);
-  int polls = 0;
-  while (ops->event_query(ev) == loomInProgress && polls++ < 5000) {
-    struct timespec ms = {.tv_nsec = 1000000};
-    nanosleep(&ms, NULL);
-  }
-  ck_assert_int_eq(ops->event_query(ev), loomSuccess);
+  ck_assert_int_eq(event_within(ops, ev), loomSuccess);
   ck_assert_int_eq(ops->stream_sync(native), loomSuccess);
   ck_assert_int_eq(ops->stream_query(native), loomSuccess);
   ops->event_destroy(ev);
@@ -174,18 +182,6 @@ START_TEST(cuda_events_wait_for_work) { events_wait_for_work(loomDeviceCuda); }
 END_TEST
 
 /* ---- waiting for a host word ---- */
-
-static void sleep_ms(long ms) {
-  struct timespec ts = {.tv_sec = ms / 1000, .tv_nsec = (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
-/* Polls ev for up to 5 s: its final answer. */
-static loomResult_t event_within(const struct loom_device_ops *ops, void *ev) {
-  for (int polls = 0; ops->event_query(ev) == loomInProgress && polls < 5000; polls++)
-    sleep_ms(1);
-  return ops->event_query(ev);
-}
 
 static void streams_wait_for_host_word(loomDevice_t d) {
   const struct loom_device_ops *ops = backend(d);

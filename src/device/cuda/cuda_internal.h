@@ -19,6 +19,10 @@ loomResult_t loom_cuda_check(cudaError_t err, const char *call);
 /* Records [ptr, ptr+bytes) in the table (imported: an opened IPC handle). */
 loomResult_t loom_cuda_remember(void *ptr, size_t bytes, int imported);
 
+/* The driver's function `name` (its CUDA 12 version), through the
+ * runtime, so the module links only the runtime; NULL when absent. */
+void *loom_cuda_driver_entry(const char *name);
+
 /* cuda_ipc.c: device/device.h's ipc_* entries (CUDA IPC). */
 loomResult_t loom_cuda_ipc_get(const void *ptr, void *handle, size_t *offset);
 loomResult_t loom_cuda_ipc_open(const void *handle, void **base);

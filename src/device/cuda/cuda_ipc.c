@@ -24,14 +24,7 @@ static get_range_fn get_range;
 static pthread_once_t get_range_once = PTHREAD_ONCE_INIT;
 
 static void find_get_range(void) {
-  void *fn = NULL;
-  enum cudaDriverEntryPointQueryResult found;
-  if (cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &fn, 12000, cudaEnableDefault,
-                                       &found) == cudaSuccess &&
-      found == cudaDriverEntryPointSuccess)
-    get_range = (get_range_fn)fn;
-  else
-    (void)cudaGetLastError();
+  get_range = (get_range_fn)loom_cuda_driver_entry("cuMemGetAddressRange");
 }
 
 /* The allocation holding ptr: from Loom's table, else from the driver. */

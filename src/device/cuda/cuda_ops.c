@@ -42,6 +42,17 @@ loomResult_t loom_cuda_check(cudaError_t err, const char *call) {
                     cudaGetErrorString(err));
 }
 
+void *loom_cuda_driver_entry(const char *name) {
+  void *fn = NULL;
+  enum cudaDriverEntryPointQueryResult found;
+  if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) ==
+          cudaSuccess &&
+      found == cudaDriverEntryPointSuccess)
+    return fn;
+  (void)cudaGetLastError();
+  return NULL;
+}
+
 /* Takes err out of the runtime's last-error slot when it is what the slot
  * holds (an answer, not a failure to report later). */
 static void forget_answer(cudaError_t err) {

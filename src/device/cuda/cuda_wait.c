@@ -31,14 +31,7 @@ static pthread_once_t driver_wait_once = PTHREAD_ONCE_INIT;
 static atomic_int use_kernel; /* the driver refused a wait: poll with a kernel */
 
 static void find_driver_wait(void) {
-  void *fn = NULL;
-  enum cudaDriverEntryPointQueryResult found;
-  if (cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault,
-                                       &found) == cudaSuccess &&
-      found == cudaDriverEntryPointSuccess)
-    driver_wait = (wait_value_fn)fn;
-  else
-    (void)cudaGetLastError();
+  driver_wait = (wait_value_fn)loom_cuda_driver_entry("cuStreamWaitValue32");
   LOOM_INFO(LOOM_LOG_INIT, "CUDA streams wait for Loom's collectives with %s",
             driver_wait != NULL ? "cuStreamWaitValue32" : "a polling kernel");
 }

@@ -7,7 +7,8 @@ PACKAGES="build-essential autoconf automake libtool pkg-config check \
   libibverbs-dev librdmacm-dev libfabric-dev libhwloc-dev \
   openmpi-bin libopenmpi-dev iproute2 procps gnuplot-nox \
   qemu-system-x86 busybox-static cpio kmod \
-  python3-torch libtorch-dev pybind11-dev python3-dev"
+  python3-torch libtorch-dev pybind11-dev python3-dev \
+  clang libclang-rt-14-dev"
 missing=""
 for p in $PACKAGES; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -142,6 +142,7 @@ double loom_cost_pipeline(int depth, size_t bytes, size_t slice_bytes, const str
 struct loom_tune_entry {
   uint64_t max_bytes; /* covers sizes up to this (above the previous entry) */
   enum loom_algo algo;
+  int line; /* in the file, for messages */
 };
 struct loom_tune_list {
   struct loom_tune_entry *entries; /* sorted by max_bytes */
@@ -152,7 +153,8 @@ struct loom_tune {
   int nentries;
 };
 /* Loads the entries of `path` for nranks ranks on nnodes nodes (the others
- * are skipped).  0 on success; -1 with the reason (file and line) in err. */
+ * are skipped).  0 on success; -1 with the reason (file and line) in err,
+ * a size given twice for one collective included. */
 int loom_tune_load(struct loom_tune *t, const char *path, int nranks, int nnodes, char *err,
                    size_t errlen);
 /* The measured algorithm for this size, or AUTO. */

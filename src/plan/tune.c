@@ -12,7 +12,8 @@
  * covers ("max": no limit; sizes as loom-perf and nccl-tests count them:
  * count * element size, times the rank count for all-gather and
  * reduce-scatter), algorithm.  An entry covers the
- * sizes above the previous entry of the same collective, ranks and nodes.
+ * sizes above the previous entry of the same collective, ranks and nodes;
+ * a size given twice for those is refused (naming both lines).
  * Only entries for the communicator's own rank and node counts are kept.
  * The algorithm "auto" keeps the tuner's own choice for the sizes the
  * entry covers: autotune writes it where no candidate beat the default by
@@ -41,7 +42,16 @@ static int find_algo_name(const char *name) {
   return -1;
 }
 
-static int add_entry(struct loom_tune *t, int coll, uint64_t max_bytes, int algo) {
+/* The line number of coll's entry for exactly max_bytes, or 0. */
+static int entry_line(const struct loom_tune_list *l, uint64_t max_bytes) {
+  for (int i = 0; i < l->n; i++)
+    if (l->entries[i].max_bytes == max_bytes)
+      return l->entries[i].line;
+  return 0;
+}
+
+/* 0, or -1 out of memory. */
+static int add_entry(struct loom_tune *t, int coll, uint64_t max_bytes, int algo, int line) {
   struct loom_tune_list *l = &t->colls[coll];
   if (l->n == l->cap) {
     int cap = l->cap ? 2 * l->cap : 8;
@@ -59,6 +69,7 @@ static int add_entry(struct loom_tune *t, int coll, uint64_t max_bytes, int algo
   }
   l->entries[i].max_bytes = max_bytes;
   l->entries[i].algo = (enum loom_algo)algo;
+  l->entries[i].line = line;
   t->nentries++;
   return 0;
 }
@@ -105,7 +116,14 @@ int loom_tune_load(struct loom_tune *t, const char *path, int nranks, int nnodes
       rc = -1;
       break;
     }
-    if (r == nranks && k == nnodes && add_entry(t, c, mb, a) != 0) {
+    if (r != nranks || k != nnodes)
+      continue; /* another job's entry */
+    int first = entry_line(&t->colls[c], mb);
+    if (first != 0) { /* two choices for one size: which would rank 0 take? */
+      snprintf(err, errlen, "LOOM_TUNE_FILE=%s:%d: %s %d %d %s repeats the size of line %d "
+               "(give each size once)", path, lineno, coll, r, k, maxb, first);
+      rc = -1;
+    } else if (add_entry(t, c, mb, a, lineno) != 0) {
       snprintf(err, errlen, "LOOM_TUNE_FILE=%s: out of memory", path);
       rc = -1;
     }

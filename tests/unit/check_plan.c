@@ -301,6 +301,16 @@ START_TEST(tune_file_errors) {
     ck_assert_msg(strstr(err, ":3: expected") != NULL, "%s: %s", bad[i], err);
     unlink(path);
   }
+  /* a size given twice (found by fuzz_tune): refused, naming both lines;
+   * the same size for another job's ranks is not this job's concern */
+  const char *path = write_tmp("allgather 2 1 4096 ring\nallgather 4 1 4096 auto\n"
+                               "allgather 2 1 4096 auto\n");
+  ck_assert_int_eq(loom_tune_load(&t, path, 2, 1, err, sizeof err), -1);
+  ck_assert_msg(strstr(err, ":3: allgather 2 1 4096 repeats the size of line 1") != NULL, "%s",
+                err);
+  ck_assert_int_eq(loom_tune_load(&t, path, 4, 1, err, sizeof err), 0);
+  loom_tune_free(&t);
+  unlink(path);
 }
 END_TEST
 

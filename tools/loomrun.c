@@ -169,8 +169,56 @@ static void kill_job(int sig) {
     kill(-pgid, sig);
 }
 
-/* Finds a free port on 127.0.0.1 (the kernel's choice, or the first free
- * one of LOOM_PORT_RANGE above `after`). -1 on failure. */
+/* Whether port is free on 127.0.0.1 now: 1, 0 when taken, -1 (errno set)
+ * on another failure; with port 0, *got is the kernel's choice. */
+static int port_free(int port, int *got) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0)
+    return -1;
+  struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
+                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+  socklen_t len = sizeof sin;
+  int ok = bind(fd, (struct sockaddr *)&sin, len) == 0 &&
+           getsockname(fd, (struct sockaddr *)&sin, &len) == 0;
+  int err = errno;
+  close(fd);
+  errno = err;
+  if (ok)
+    *got = ntohs(sin.sin_port);
+  return ok ? 1 : err == EADDRINUSE ? 0 : -1;
+}
+
+/* A free port below the kernel's ephemeral range, or 0 when none is found
+ * in a few tries.  A port the kernel handed out (bind to port 0) and got
+ * back can be handed out again before rank 0 binds it, to a rank's own
+ * listener or outgoing socket (seen: "cannot listen on 127.0.0.1:36763:
+ * Address already in use" in the suite); the kernel never hands out ports
+ * below its range. */
+static int pick_unassigned_port(void) {
+  int eph_lo = 32768, eph_hi = 60999;
+  FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+  if (f != NULL) {
+    if (fscanf(f, "%d %d", &eph_lo, &eph_hi) != 2)
+      eph_lo = 32768;
+    fclose(f);
+  }
+  int lo = 20000, hi = eph_lo - 1; /* below the usual services' ports too */
+  if (hi - lo < 1000)
+    return 0;
+  static unsigned seed; /* one sequence: a second pick differs from the first */
+  if (seed == 0)
+    seed = ((unsigned)getpid() << 16) ^ (unsigned)time(NULL) ^ 1u;
+  for (int tries = 0; tries < 64; tries++) {
+    int got = 0, port = lo + (int)(rand_r(&seed) % (unsigned)(hi - lo + 1));
+    if (port_free(port, &got) == 1)
+      return got;
+  }
+  return 0;
+}
+
+/* Finds a free port on 127.0.0.1 (below the kernel's ephemeral range, else
+ * the kernel's choice; or the first free one of LOOM_PORT_RANGE above
+ * `after`). -1 on failure. */
 static int pick_port_after(int after) {
   int lo = 0, hi = 0;
   char extra;
@@ -184,27 +232,32 @@ static int pick_port_after(int after) {
   }
   if (lo > 0 && after >= lo && after < hi)
     lo = after + 1;
-  for (int port = lo;; port++) {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-      fprintf(stderr, "loomrun: socket: %s\n", strerror(errno));
-      return -1;
+  if (lo == 0) {
+    int port = pick_unassigned_port();
+    if (port > 0 && port != after)
+      return port;
+    for (int tries = 0; tries < 8; tries++) { /* the kernel's choice, not `after` */
+      int got = 0;
+      if (port_free(0, &got) != 1) {
+        fprintf(stderr, "loomrun: bind 127.0.0.1:0: %s\n", strerror(errno));
+        return -1;
+      }
+      if (got != after)
+        return got;
     }
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port),
-                              .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof sin;
-    int ok = bind(fd, (struct sockaddr *)&sin, len) == 0 &&
-             getsockname(fd, (struct sockaddr *)&sin, &len) == 0;
-    int err = errno;
-    close(fd);
-    if (ok)
-      return ntohs(sin.sin_port);
-    if (err == EADDRINUSE && port != 0 && port < hi)
+    fprintf(stderr, "loomrun: no free port on 127.0.0.1\n");
+    return -1;
+  }
+  for (int port = lo;; port++) {
+    int got = 0, free_now = port_free(port, &got);
+    if (free_now == 1)
+      return got;
+    if (free_now == 0 && port < hi)
       continue; /* the next port of the range */
-    if (err == EADDRINUSE && port != 0)
+    if (free_now == 0)
       fprintf(stderr, "loomrun: no free port in LOOM_PORT_RANGE=%s\n", range);
     else
-      fprintf(stderr, "loomrun: bind 127.0.0.1:%d: %s\n", port, strerror(err));
+      fprintf(stderr, "loomrun: bind 127.0.0.1:%d: %s\n", port, strerror(errno));
     return -1;
   }
 }

@@ -330,6 +330,21 @@ LOOM_API loomResult_t loomRecv(void *recvbuff, size_t count,
                                loomDataType_t datatype, int peer,
                                loomComm_t comm, loomStream_t stream);
 
+/* A receive from whichever rank sends first (MPI_ANY_SOURCE, torch's
+ * recv(src=None)): matches the next loomSend to this rank from any other
+ * rank, as a loomRecv naming that rank would (per sender, sends still
+ * match in issue order; sizes compare in bytes), and writes the sender's
+ * rank to *source (on a stream: when the receive runs; read it after
+ * synchronising).  Messages of collectives are never taken.  count must
+ * be > 0, and the call cannot be inside loomGroupStart/End
+ * (loomInvalidUsage).  It times out like any call (timeout_ms), but
+ * then nothing was consumed and the communicator stays usable.  A peer
+ * reached through a network plugin without `probe` cannot be served:
+ * loomInvalidArgument. */
+LOOM_API loomResult_t loomRecvAny(void *recvbuff, size_t count,
+                                  loomDataType_t datatype, int *source,
+                                  loomComm_t comm, loomStream_t stream);
+
 /* Returns (or, on a stream, completes) once every rank has called it. */
 LOOM_API loomResult_t loomBarrier(loomComm_t comm, loomStream_t stream);
 

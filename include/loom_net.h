@@ -46,7 +46,8 @@ extern "C" {
 #endif
 
 /* 4: record_error and log in loom_transport_comm, ctx_busy_wait.
- * 5: struct_size, and the optional properties, ctx_name and peek. */
+ * 5: struct_size, and the optional properties, ctx_name and peek; probe
+ *    came later within 5 (plugins built before it have it NULL). */
 #define LOOM_TRANSPORT_API_VERSION 5
 
 #define LOOM_NET_CAT2_(a, b) a##b
@@ -145,6 +146,16 @@ struct loom_transport {
   const char *(*ctx_name)(void *ctx);
   /* Optional, Loom's own transports only: reading received data in place. */
   const struct loom_peek_ops *peek;
+  /* Optional (NULL: a receive from any source, loomRecvAny, cannot be
+   * served over this transport): the next message on conn, looked at
+   * before a receive is posted for it.  Called only while no receive is
+   * posted or under way on conn.  Returns 1 when the first part of that
+   * message has arrived, with its fingerprint in fp and its length in
+   * *len (nothing is consumed); 0 when none has yet; -1 when the
+   * connection failed (its text as the thread's last error).  After a 0,
+   * the next poll_fds (before the next progress) includes what signals
+   * that message's arrival. */
+  int (*probe)(void *conn, uint64_t fp[2], uint64_t *len);
 };
 
 #ifdef __cplusplus

@@ -259,6 +259,15 @@ static loomResult_t mux_irecv(void *conn, struct loom_xfer *x) {
   return c->tp->irecv(c->conn, x);
 }
 
+static int mux_probe(void *conn, uint64_t fp[2], uint64_t *len) {
+  struct mux_conn *c = conn;
+  if (c->tp->probe == NULL) {
+    loom_error_record(loomInvalidArgument, "the \"%s\" transport", c->tp->name);
+    return LOOM_PROBE_UNSUPPORTED;
+  }
+  return c->tp->probe(c->conn, fp, len);
+}
+
 static loomResult_t mux_progress(void *vctx, int *progressed, int *failed_peer) {
   struct mux_ctx *ctx = vctx;
   for (int t = 0; t < MUX_N; t++)
@@ -335,6 +344,7 @@ const struct loom_transport loom_transport_mux = {
     .connect = mux_connect,
     .isend = mux_isend,
     .irecv = mux_irecv,
+    .probe = mux_probe,
     .progress = mux_progress,
     .poll_fds = mux_poll_fds,
     .fini = mux_fini,

@@ -62,6 +62,9 @@ struct loom_peek_ops {
   size_t (*peek)(void *conn, struct loom_xfer *x, const void **data);
   void (*consume)(void *conn, struct loom_xfer *x);
 };
+/* What the mux's probe returns for a peer whose transport has none (a
+ * plugin, ofi): that peer cannot be a source of loomRecvAny. */
+#define LOOM_PROBE_UNSUPPORTED (-2)
 /* The mux's table carries them as its `peek` (in place over shm unless
  * single copy is on for that peer or LOOM_SHM_DIRECT_REDUCE=0, never over
  * a network), its ctx_name ("shm+tcp", "ofi") and, per peer, the

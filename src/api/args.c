@@ -49,6 +49,19 @@ static loomResult_t check_rank(const char *fn, const char *what, int r, int nran
   return loomSuccess;
 }
 
+/* loomRecvAny: somewhere to say who sent, someone to send, and a message
+ * to wait for (a send of 0 bytes moves none). */
+static loomResult_t check_any_source(const struct loom_call *c, const char *fn) {
+  if (c->source == NULL)
+    return BAD("%s: source is NULL (it receives the sender's rank)", fn);
+  if (c->comm->nranks < 2)
+    return BAD("%s: the communicator has no other rank to receive from", fn);
+  if (c->count == 0)
+    return BAD("%s: count is 0: a send of 0 bytes moves no message, so it cannot be matched "
+               "from any rank (name the sender)", fn);
+  return loomSuccess;
+}
+
 /* The buffers of a call whose in-place form puts sendbuff inside recvbuff
  * (or recvbuff inside sendbuff) at `inplace`: equal there, or disjoint. */
 static loomResult_t check_inplace(const char *fn, const void *small, size_t small_bytes,
@@ -176,7 +189,10 @@ static loomResult_t check_args(struct loom_call *c, const char *fn) {
     return check_inplace(fn, rb, one, sb, all, sb ? sb + (size_t)me * one : NULL,
                          "recvbuff == sendbuff + root*recvcount");
   case LOOM_COLL_SENDRECV:
-    LOOM_CHECK(check_rank(fn, "peer", c->root, n));
+    if (c->root == LOOM_PEER_ANY)
+      LOOM_CHECK(check_any_source(c, fn));
+    else
+      LOOM_CHECK(check_rank(fn, "peer", c->root, n));
     return check_null(fn, c->is_send ? "sendbuff" : "recvbuff",
                       c->is_send ? sb : (const void *)rb, one);
   default:

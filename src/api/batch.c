@@ -76,9 +76,10 @@ static loomResult_t batch_post_next(struct loom_batch *b, int *posted) {
 /* The task in flight ended with `res`: its bucket's results go out. */
 static void batch_task_ended(struct loom_batch *b, loomResult_t res) {
   loom_posted_release(&b->posted);
-  if (res != loomSuccess)
+  if (res != loomSuccess) {
+    b->intact = b->res == loomSuccess && loom_engine_left_intact(&b->comm->engine);
     batch_fail(b, res);
-  else if (b->unpack)
+  } else if (b->unpack)
     loom_bucket_unpack(b->comm, b->calls + b->bucket_first, b->bucket_n);
   b->unpack = 0;
 }
@@ -109,10 +110,11 @@ static void batch_ipc_next(struct loom_batch *b, int *posted) {
 }
 
 /* Done with the communicator: an argument error found this late (a custom
- * op destroyed while queued) leaves it usable; anything else broke it. */
+ * op destroyed while queued), or a task that moved nothing (a receive from
+ * any rank that timed out), leaves it usable; anything else broke it. */
 static void batch_close(struct loom_batch *b) {
   loomComm_t comm = b->comm;
-  if (b->res != loomSuccess && b->res != loomInvalidArgument &&
+  if (b->res != loomSuccess && b->res != loomInvalidArgument && !b->intact &&
       atomic_load_explicit(&comm->async_error, memory_order_acquire) == loomSuccess) {
     loom_set_last_error(b->error);
     loom_comm_set_broken(comm, b->res);
@@ -187,6 +189,7 @@ static void batch_reset(struct loom_batch *b) {
   b->posted.user_bufs = NULL;
   b->ipc = NULL;
   b->res = loomSuccess;
+  b->intact = 0;
 }
 
 loomResult_t loom_execute_batches(struct loom_batch *bs, int n) {

@@ -39,6 +39,7 @@ static inline struct loom_call make(enum loom_coll coll, const void *sendbuff, v
   c.base_op = op;
   c.premul = 0;
   c.v = NULL;
+  c.source = NULL;
   c.send_bytes = c.recv_bytes = 0;
   c.device = loomDeviceHost;
   return c;
@@ -141,6 +142,14 @@ loomResult_t loomRecv(void *recvbuff, size_t count, loomDataType_t datatype, int
   struct loom_call c =
       make(LOOM_COLL_SENDRECV, NULL, recvbuff, count, datatype, loomSum, peer, comm, stream);
   return submit(&c, "loomRecv");
+}
+
+loomResult_t loomRecvAny(void *recvbuff, size_t count, loomDataType_t datatype, int *source,
+                         loomComm_t comm, loomStream_t stream) {
+  struct loom_call c = make(LOOM_COLL_SENDRECV, NULL, recvbuff, count, datatype, loomSum,
+                            LOOM_PEER_ANY, comm, stream);
+  c.source = source;
+  return submit(&c, "loomRecvAny");
 }
 
 loomResult_t loomBarrier(loomComm_t comm, loomStream_t stream) {

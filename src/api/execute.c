@@ -201,6 +201,8 @@ loomResult_t loom_post_sendrecv(loomComm_t comm, const struct loom_call *calls, 
   bufs[LOOM_BUF_SEND] = bufs[LOOM_BUF_RECV] = bufs[LOOM_BUF_SCRATCH] = NULL;
   p->user_bufs = bufs;
   loom_sched_init(&p->sched, comm->sched_steps, comm->sched_cap);
+  struct loom_step *any_step = NULL;
+  int *source = NULL;
   for (int j = 0; j < m; j++) {
     const struct loom_call *c = &calls[idx[j]];
     size_t bytes = c->count * loom_datatype_size(c->datatype);
@@ -217,14 +219,20 @@ loomResult_t loom_post_sendrecv(loomComm_t comm, const struct loom_call *calls, 
       st->recv_op = LOOM_RECV_COPY;
       st->recv_buf = LOOM_BUF_USER + j;
       st->recv_count = bytes;
+      if (c->root == LOOM_PEER_ANY) { /* alone in its batch (group.c) */
+        any_step = st;
+        source = c->source;
+      }
     }
   }
-  p->eop = (struct loom_engine_op){.name = "send/recv",
+  p->eop = (struct loom_engine_op){.name = any_step != NULL ? "recv" : "send/recv",
                                    .sched = &p->sched,
                                    .bufs = bufs,
                                    .nbufs = LOOM_BUF_USER + m,
                                    .datatype = loomUint8,
-                                   .op = loomSum};
+                                   .op = loomSum,
+                                   .any_step = any_step,
+                                   .source = source};
   loom_fp_make(p->eop.fp, LOOM_COLL_SENDRECV, loomUint8, LOOM_FP_NO_OP, LOOM_FP_NO_ROOT, 0, 0);
   return loom_engine_post(&comm->engine, &p->eop);
 }

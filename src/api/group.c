@@ -30,6 +30,14 @@ loomResult_t loom_issue(struct loom_call *c, const char *fn) {
                       "the matching call in the same loomGroupStart/End",
                       fn, c->root);
   }
+  if (c->coll == LOOM_COLL_SENDRECV && c->root == LOOM_PEER_ANY && group_depth > 0) {
+    loom_call_free(c);
+    return loom_error(loomInvalidUsage, LOOM_LOG_COLL,
+                      "%s: a receive from any rank cannot be part of a loomGroupStart/End "
+                      "group (its sender must be known before the group's other calls run); "
+                      "call it outside the group",
+                      fn);
+  }
   if (group_depth > 0) {
     if (group_n == group_cap) {
       int cap = group_cap ? 2 * group_cap : 64;

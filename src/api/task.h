@@ -31,6 +31,7 @@ struct loom_call {
   int premul;               /* PreMulSum: multiply the input by scalar first */
   unsigned char scalar[8];
   size_t *v;      /* ALLTOALLV: sendcounts, sdispls, recvcounts, rdispls (4*nranks, owned) */
+  int *source;    /* loomRecvAny (root LOOM_PEER_ANY): where the sender's rank goes */
   /* set by the check: the bytes this rank reads from sendbuff and writes
    * to recvbuff, and the device holding them (loomDeviceHost when none) */
   size_t send_bytes, recv_bytes;
@@ -99,6 +100,7 @@ struct loom_batch {
   struct loom_ipc_run *ipc;           /* a call in flight through device IPC (ipc_coll.h) */
   struct loom_posted posted;
   loomResult_t res;
+  int intact;       /* res came from a task that left the communicator as it was */
   char error[1024]; /* res's text */
 };
 /* Runs n batches of distinct communicators at once on this thread, each

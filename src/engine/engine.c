@@ -34,6 +34,7 @@ loomResult_t loom_engine_init(struct loom_engine *e) {
   e->step_base = NULL;
   e->step_base_cap = 0;
   e->last_fp[0] = e->last_fp[1] = 0;
+  e->probe_from = 0;
   e->task = calloc(1, sizeof *e->task);
   e->fifo = calloc(ENGINE_RECV_FIFO, sizeof *e->fifo);
   if (e->task == NULL || e->fifo == NULL) {
@@ -450,7 +451,7 @@ static void start_copy(struct loom_engine_task *r) {
  * 8 ns of a 90 ns one-rank call (measured).  On LP64 the size check fails
  * the build when a field is added, until it is set here. */
 #if UINTPTR_MAX == UINT64_MAX
-_Static_assert(sizeof(struct loom_engine_task) == 256,
+_Static_assert(sizeof(struct loom_engine_task) == 264,
                "struct loom_engine_task changed: set the new field in task_start");
 #endif
 static void task_start(struct loom_engine_task *r, struct loom_engine *e,
@@ -481,8 +482,99 @@ static void task_start(struct loom_engine_task *r, struct loom_engine *e,
   r->idle_turns = 0;
   r->last_progress = r->now = 0;
   r->notice_ready = 0;
+  r->probing = 0;
+  r->intact = 0;
   r->done = 0;
   r->result = loomInProgress;
+}
+
+static loomResult_t transport_failed(struct loom_engine_task *r, loomResult_t res,
+                                     int failed_peer);
+
+/* Starts the posted task's data movement; its result when it ended at
+ * once. */
+static loomResult_t begin(struct loom_engine_task *r) {
+  start_copy(r);
+  if (prepare(r) != loomSuccess) {
+    struct loom_notice self = {.suspect = r->e->rank, .reporter = r->e->rank,
+                               .kind = LOOM_NOTICE_DIED};
+    loom_engine_end(r, loom_engine_fail(r, self, loom_last_error()));
+    return r->result;
+  }
+  if (r->nslots == 0)
+    finish(r);
+  return loomSuccess;
+}
+
+/* Whether every peer's transport can look at a message before receiving
+ * it, as a receive from any rank needs; if not, ends the task with
+ * loomInvalidArgument naming the first peer that cannot be served (the
+ * call is refused whoever sends first; nothing moved, so the
+ * communicator stays usable). */
+static int any_source_servable(struct loom_engine_task *r) {
+  struct loom_engine *e = r->e;
+  for (int p = 0; p < e->nranks; p++) {
+    uint64_t fp[2], len;
+    if (p == e->rank || e->conns[p] == NULL)
+      continue;
+    if (e->tp->probe == NULL || e->tp->probe(e->conns[p], fp, &len) == LOOM_PROBE_UNSUPPORTED) {
+      char via[256];
+      if (e->tp->probe == NULL)
+        snprintf(via, sizeof via, "the \"%s\" transport", e->tp->name);
+      else
+        snprintf(via, sizeof via, "%s", loom_last_error());
+      loom_engine_end(r, loom_error(loomInvalidArgument, LOOM_LOG_COLL,
+                                    "rank %d: %s from any rank cannot be served: rank %d is "
+                                    "reached over %s, which cannot look at a message before "
+                                    "receiving it (it has no probe); name the sender",
+                                    e->rank, r->op->name, p, via));
+      return 0;
+    }
+  }
+  return 1;
+}
+
+/* The sender of a receive from any rank is known: its step gets it, the
+ * caller learns it, and the next such receive looks at the peers after
+ * it first (no sender starves the others). */
+static void resolve_any(struct loom_engine_task *r, int peer) {
+  struct loom_engine *e = r->e;
+  r->op->any_step->recv_peer = peer;
+  if (r->op->source != NULL)
+    *r->op->source = peer;
+  e->probe_from = (peer + 1) % e->nranks;
+  r->probing = 0;
+  begin(r);
+}
+
+/* One turn of a receive from any rank whose sender is not known yet:
+ * moves the transport's bytes (a failure of any peer surfaces here), then
+ * looks at the next message of each connection in turn.  A message of a
+ * collective is left for that collective: only a send matches. */
+static enum loom_engine_state probe_any(struct loom_engine_task *r) {
+  struct loom_engine *e = r->e;
+  int progressed = 0, failed_peer = -1;
+  loomResult_t st = e->tp->progress(e->tp_ctx, &progressed, &failed_peer);
+  if (st != loomSuccess) {
+    loom_engine_end(r, transport_failed(r, st, failed_peer));
+    return LOOM_ENGINE_DONE;
+  }
+  for (int i = 0; i < e->nranks; i++) {
+    int p = (e->probe_from + i) % e->nranks;
+    uint64_t fp[2], len;
+    if (p == e->rank || e->conns[p] == NULL)
+      continue;
+    int got = e->tp->probe(e->conns[p], fp, &len);
+    if (got < 0) {
+      loom_engine_end(r, transport_failed(r, loomRemoteError, p));
+      return LOOM_ENGINE_DONE;
+    }
+    if (got == 1 && loom_fp_is_sendrecv(fp)) {
+      resolve_any(r, p);
+      return r->done ? LOOM_ENGINE_DONE : LOOM_ENGINE_MOVED;
+    }
+  }
+  return progressed ? LOOM_ENGINE_MOVED : LOOM_ENGINE_STILL;
 }
 
 loomResult_t loom_engine_post(struct loom_engine *e, const struct loom_engine_op *op) {
@@ -494,15 +586,13 @@ loomResult_t loom_engine_post(struct loom_engine *e, const struct loom_engine_op
   size_t esize = loom_datatype_size(op->datatype);
   size_t slice = (op->sched->slice_bytes != 0 ? op->sched->slice_bytes : e->chunk_bytes) / esize;
   task_start(r, e, op, slice > 0 ? slice : 1);
-  start_copy(r);
-  if (prepare(r) != loomSuccess) {
-    struct loom_notice self = {.suspect = e->rank, .reporter = e->rank, .kind = LOOM_NOTICE_DIED};
-    loom_engine_end(r, loom_engine_fail(r, self, loom_last_error()));
-    return r->result;
+  if (op->any_step != NULL) {
+    if (!any_source_servable(r))
+      return r->result;
+    r->probing = 1; /* begins once the sender is known (probe_any) */
+    return loomSuccess;
   }
-  if (r->nslots == 0)
-    finish(r);
-  return loomSuccess;
+  return begin(r);
 }
 
 /* The transport failed a connection (or this rank): blame the peer, or
@@ -530,6 +620,11 @@ static loomResult_t transport_failed(struct loom_engine_task *r, loomResult_t re
 
 enum loom_engine_state loom_engine_progress(struct loom_engine *e, loomResult_t *res) {
   struct loom_engine_task *r = e->task;
+  if (!r->done && r->probing) {
+    enum loom_engine_state ps = probe_any(r);
+    if (ps == LOOM_ENGINE_STILL || (ps == LOOM_ENGINE_MOVED && r->probing))
+      return ps;
+  }
   if (!r->done) {
     int progressed = 0, failed_peer = -1;
     loomResult_t st = post_sends(r, &progressed);
@@ -556,6 +651,8 @@ enum loom_engine_state loom_engine_progress(struct loom_engine *e, loomResult_t 
   *res = r->result;
   return LOOM_ENGINE_DONE;
 }
+
+int loom_engine_left_intact(const struct loom_engine *e) { return e->task->done && e->task->intact; }
 
 loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op *op) {
   loomResult_t res = loom_engine_post(e, op);

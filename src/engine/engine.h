@@ -50,6 +50,7 @@ struct loom_engine {
    * message left over from that call is reported against it */
   uint64_t last_fp[2];
   size_t step_base_cap;
+  int probe_from;                /* where the next receive from any rank starts looking */
   struct loom_engine_task *task; /* the collective in flight (done when none) */
   struct fifo_entry *fifo;       /* its posted receives, in order */
 };
@@ -65,6 +66,12 @@ struct loom_engine_op {
   loomDataType_t datatype;
   loomRedOp_t op;     /* a built-in op */
   uint64_t fp[2];     /* the call's fingerprint (engine/fingerprint.h) */
+  /* A receive from any rank (loomRecvAny), or NULL: the engine first
+   * waits until some connection's next message is a send/recv message,
+   * then makes its sender this step's recv_peer (the step's other fields
+   * are set, recv_peer is LOOM_PEER_ANY until then) and *source. */
+  struct loom_step *any_step;
+  int *source;
 };
 
 loomResult_t loom_engine_init(struct loom_engine *e);
@@ -101,6 +108,11 @@ typedef int (*loom_engine_next_fn)(void *arg, int i, loomResult_t ended);
  * `next`). */
 loomResult_t loom_engine_drive(struct loom_engine *const *es, int n, loom_engine_next_fn next,
                                void *arg);
+
+/* Whether the task that ended failed without moving or consuming anything
+ * (a receive from any rank that timed out or cannot be served), so that
+ * the communicator is as it was before the call. */
+int loom_engine_left_intact(const struct loom_engine *e);
 
 /* post, then wait. */
 loomResult_t loom_engine_run(struct loom_engine *e, const struct loom_engine_op *op);

@@ -53,6 +53,8 @@ struct loom_engine_task {
   unsigned idle_turns;
   uint64_t last_progress, now;
   int notice_ready;
+  int probing;         /* a receive from any rank, its sender not known yet */
+  int intact;          /* ended having moved nothing: the communicator is as before */
   int done;            /* ended; result says how */
   loomResult_t result;
 };

@@ -59,6 +59,16 @@ static int idle_ends(struct loom_engine_task *r) {
   }
   r->notice_ready = 0;
   uint64_t timeout_ns = e->timeout_ms > 0 ? (uint64_t)e->timeout_ms * 1000000ull : 0;
+  if (timeout_ns && r->now - r->last_progress > timeout_ns && r->probing) {
+    /* nothing was consumed and no peer waits on this rank: the
+     * communicator stays usable, the other ranks are not told */
+    r->intact = 1;
+    loom_engine_end(r, loom_error(loomTimeout, LOOM_LOG_COLL,
+                                  "rank %d: %s from any rank: no message arrived for %d ms "
+                                  "(timeout_ms / LOOM_TIMEOUT_MS)",
+                                  e->rank, r->op->name, e->timeout_ms));
+    return 1;
+  }
   if (timeout_ns && r->now - r->last_progress > timeout_ns) {
     struct loom_notice self = {.suspect = loom_engine_waited_peer(r), .reporter = e->rank,
                                .kind = LOOM_NOTICE_TIMEOUT};

@@ -38,13 +38,17 @@ enum loom_recv_op {
   LOOM_RECV_REDUCE = 2, /* dst = mine op data */
 };
 
+/* A receive whose sender the engine finds (loomRecvAny); a call's root
+ * (its peer) has the same value. */
+#define LOOM_PEER_ANY (-2)
+
 struct loom_step {
   int send_peer; /* -1: no send */
   int send_buf;  /* enum loom_buf */
   size_t send_off, send_count;
   int wait_step;          /* -1, or the earlier step whose receive this send forwards */
   unsigned char wait_all; /* 1: wait for all of wait_step's receive, not slice k */
-  int recv_peer;          /* -1: no receive */
+  int recv_peer;          /* -1: no receive; LOOM_PEER_ANY: see loom_engine_op */
   unsigned char recv_op;  /* enum loom_recv_op */
   int recv_buf;
   size_t recv_off, recv_count;

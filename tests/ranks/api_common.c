@@ -38,6 +38,7 @@
  *                   next call
  *   --bad-args      invalid arguments of the newer calls: loomInvalidArgument
  *                   with a message, nothing moved
+ *   --any-source    loomRecvAny (api_anysource.c)
  * Every rank prints "rank R: <case> ok" when the case passed.
  */
 #include "api_test.h"
@@ -108,7 +109,7 @@ int main(int argc, char **argv) {
                {"--mismatch", mismatch_calls},
                {"--mismatch-root", mismatch_root}, {"--mismatch-root-big", mismatch_root_big},
                {"--mismatch-matrix", mismatch_matrix},
-               {"--bad-args", bad_args}};
+               {"--bad-args", bad_args}, {"--any-source", any_source}};
   for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
     if (strcmp(argv[1], cases[i].flag) == 0) {
       cases[i].fn();
@@ -117,6 +118,6 @@ int main(int argc, char **argv) {
   fprintf(stderr, "usage: api_test --group-p2p | --group-fusion | --streams | --split | "
                   "--initall | --abort | --mismatch | --mismatch-root | --mismatch-root-big | "
                   "--mismatch-matrix | "
-                  "--bad-args\n");
+                  "--bad-args | --any-source\n");
   return 2;
 }

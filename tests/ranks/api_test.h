@@ -38,5 +38,7 @@ void mismatch_root_big(void);
 void bad_args(void);
 /* api_mismatch.c */
 void mismatch_matrix(void);
+/* api_anysource.c */
+void any_source(void);
 
 #endif

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Groups (send/recv in any order, fusion), streams and events, split,
-# loomCommInitAll, abort, mismatched calls and bad arguments of the newer
-# calls: one api_test case per launch, exact results, every wait bounded.
+# loomCommInitAll, abort, mismatched calls, bad arguments of the newer
+# calls and receives from any rank: one api_test case per launch, exact
+# results, every wait bounded.
 . "$(dirname "$0")/lib.sh"
 AT="$TESTBIN/ranks/api_test"
 
@@ -66,6 +67,26 @@ for n in 1 3; do
   expect_count "-> invalid argument:" $((n * 49)) "49 invalid calls rejected with a message on each of $n ranks"
   expect_count "-> invalid usage:" $((2 * n)) "loomGroupEnd without loomGroupStart, a group with two streams on one comm: invalid usage on each of $n ranks"
 done
+
+for n in 2 3 5; do
+  run_ranks $n 60 "$AT" --any-source
+  expect_count "any-source ok" $n "loomRecvAny: fan-in of 3 sizes in sender order with barriers in between, on a stream, a late sender behind a collective, bad arguments, a timeout that leaves the communicator usable, on $n ranks"
+  expect_count "nobody sends: timeout waiting for a peer: rank 0: recv from any rank: no message arrived for 300 ms" 1 "loomRecvAny times out after the communicator's timeout with loomTimeout ($n ranks)"
+done
+LOOM_SHM_DISABLE=1 LOOM_SOCKET_NSOCKS=1 LOOM_CHUNK_BYTES=4096 run_ranks 4 60 "$AT" --any-source
+expect_count "any-source ok" 4 "loomRecvAny over TCP only, one socket, 4 KB slices, on 4 ranks"
+LOOM_SHM_DISABLE=1 run_ranks 3 60 "$AT" --any-source
+expect_count "any-source ok" 3 "loomRecvAny over TCP only, striped sockets, on 3 ranks"
+PLUGDIR="$TESTBIN/../transports/tcpplug/.libs"
+if [ -e "$PLUGDIR/libloom-net-tcpplug.so" ]; then
+  ANY_SOURCE_UNSUPPORTED=1 LD_LIBRARY_PATH="$PLUGDIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+    LOOM_NET_PLUGIN=tcpplug LOOM_SHM_DISABLE=1 run_ranks 3 60 "$AT" --any-source
+  expect_count "over a plugin without probe: invalid argument: .*rank 1 is reached over the \"tcpplug\" transport, which cannot look at a message before receiving it" 1 \
+    "loomRecvAny over a plugin without probe: loomInvalidArgument naming the peer and the transport"
+  expect_count "any-source ok" 3 "the communicator stays usable after it"
+else
+  skip "loomRecvAny over a plugin without probe: the TCP plugin was not built"
+fi
 
 check_no_leftovers api_test
 finish

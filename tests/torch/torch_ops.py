@@ -272,6 +272,31 @@ def t_send_recv(args, c):
     for w in reqs:
         w.wait()
     c.equal(got, torch.full((8,), prv, dtype=torch.int32), "isend/irecv ring")
+    # from any source: rank 0 takes two messages from every other rank, in
+    # whatever order they come, each sender's in its order
+    if r == 0:
+        seen = {}
+        for _ in range(2 * (n - 1)):
+            got = torch.zeros(1000)
+            src = dist.recv(got)
+            k = seen.get(src, 0)
+            seen[src] = k + 1
+            c.equal(got, torch.full((1000,), float(src * 10 + k)),
+                    "recv(src=None): message %d from rank %d" % (k, src))
+        c.true(sorted(seen.items()) == [(s, 2) for s in range(1, n)],
+               "recv(src=None): two messages from every other rank, got %s" % seen)
+        dist.barrier()  # a message of another size after it: never matched above
+        got = torch.zeros(5, dtype=torch.int64)
+        w = dist.irecv(got)
+        w.wait()
+        c.equal(got, torch.full((5,), 100 + w._source_rank(), dtype=torch.int64),
+                "irecv(src=None) and its work's source rank")
+    else:
+        for k in range(2):
+            dist.send(torch.full((1000,), float(r * 10 + k)), dst=0)
+        dist.barrier()
+        if r == n - 1:
+            dist.send(torch.full((5,), 100 + r, dtype=torch.int64), dst=0)
 
 
 def t_barrier(args, c):
@@ -440,7 +465,7 @@ def t_bad_input(args, c):
              "split sizes for a group of", "all_to_all_single split count")
     c.raises(lambda: dist.broadcast(torch.zeros(3), src=n + 5), "is not a rank of this group",
              "broadcast from a rank outside the group")
-    c.raises(lambda: dist.recv(torch.zeros(3)), "not supported", "recv from any source")
+    c.raises(lambda: dist.recv(torch.zeros(0)), "count is 0", "recv(src=None) of an empty tensor")
     # nothing above reached Loom's queue: the group is still usable
     x = torch.ones(3)
     dist.all_reduce(x)

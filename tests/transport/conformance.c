@@ -99,6 +99,7 @@ int main(int argc, char **argv) {
   check_other_secret(&c);
   check_peer_gone(&c);
   check_unlistened(&c);
+  check_probe(&c);
   printf("%s: %s\n", c.name, c.failures ? "some checks failed" : "all checks passed");
   return c.failures ? 1 : 0;
 }

@@ -28,5 +28,7 @@ void check_length_mismatch(struct conformance *c);
 void check_other_secret(struct conformance *c);
 void check_peer_gone(struct conformance *c);
 void check_unlistened(struct conformance *c);
+/* probe.c */
+void check_probe(struct conformance *c);
 
 #endif

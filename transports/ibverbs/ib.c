@@ -173,6 +173,11 @@ static loomResult_t ib_irecv(void *conn, struct loom_xfer *x) {
   return ib_ep_irecv(&((struct ib_conn *)conn)->ep, x);
 }
 
+static int ib_probe(void *conn, uint64_t fp[2], uint64_t *len) {
+  struct ib_conn *c = conn;
+  return c->ep_ready ? ib_ep_probe(&c->ep, fp, len) : 0;
+}
+
 static loomResult_t ib_progress(void *vctx, int *progressed, int *failed_peer) {
   struct ib_ctx *ctx = vctx;
   uint64_t now = loom_now_ns();
@@ -267,6 +272,7 @@ const struct loom_transport loom_transport_ib = {
     .connect = ib_connect,
     .isend = ib_isend,
     .irecv = ib_irecv,
+    .probe = ib_probe,
     .progress = ib_progress,
     .poll_fds = ib_poll_fds,
     .fini = ib_fini,

@@ -429,6 +429,23 @@ static loomResult_t match_recvs(struct ib_ep *ep, int *progressed) {
   return loomSuccess;
 }
 
+int ib_ep_probe(struct ib_ep *ep, uint64_t fp[2], uint64_t *len) {
+  if (ep->failed != loomSuccess)
+    return -1;
+  uint32_t slot;
+  if (ep->recvq.count > 0 || ib_credit_rx_pending(&ep->rx, &slot) == 0)
+    return 0;
+  struct ib_msg_hdr h;
+  if (ib_hdr_decode(ep->cfg.in + (size_t)slot * ep->cfg.slot_bytes, &h) != 0) {
+    ib_ep_fail(ep, loomRemoteError, "corrupt stream (bad header in ring slot %u)", slot);
+    return -1;
+  }
+  fp[0] = h.fp[0];
+  fp[1] = h.fp[1];
+  *len = h.len;
+  return 1;
+}
+
 static loomResult_t return_credits(struct ib_ep *ep, int *progressed) {
   uint32_t n = ib_credit_rx_due(&ep->rx, 0);
   if (n == 0 || !sq_room(ep))

@@ -109,6 +109,9 @@ void ib_ep_fini(struct ib_ep *ep);
 
 loomResult_t ib_ep_isend(struct ib_ep *ep, struct loom_xfer *x);
 loomResult_t ib_ep_irecv(struct ib_ep *ep, struct loom_xfer *x);
+/* struct loom_transport's probe: the oldest unmatched header in the ring
+ * (no receive is posted). */
+int ib_ep_probe(struct ib_ep *ep, uint64_t fp[2], uint64_t *len);
 
 /* Completions, as the CQ reports them. */
 loomResult_t ib_ep_send_done(struct ib_ep *ep, uint64_t wr_id);

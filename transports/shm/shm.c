@@ -398,6 +398,21 @@ static struct shm_cell_hdr *arrived_cell(struct shm_conn *c, struct loom_xfer *x
   return cell;
 }
 
+/* The next message's first cell, if it has arrived (struct
+ * loom_transport's probe: no receive is posted on c). */
+static int shm_probe(void *conn, uint64_t fp[2], uint64_t *len) {
+  struct shm_conn *c = conn;
+  if (c->failed != loomSuccess)
+    return -1;
+  const struct shm_cell_hdr *cell = cell_at(c, c->in_cells, c->next_read);
+  if (atomic_load_explicit(&cell->seq, memory_order_acquire) != c->next_read + 1)
+    return 0;
+  fp[0] = cell->fp[0];
+  fp[1] = cell->fp[1];
+  *len = cell->total;
+  return 1;
+}
+
 /* Hands the front cell back to the sender; finishes x with its last part. */
 static void release_cell(struct shm_conn *c, struct loom_xfer *x, size_t len) {
   c->recv_off += len;
@@ -553,4 +568,5 @@ const struct loom_transport loom_transport_shm = {
     .busy_wait = 1,
     .struct_size = sizeof(struct loom_transport),
     .properties = shm_properties,
+    .probe = shm_probe,
 };

@@ -39,6 +39,7 @@ static loomResult_t tcp_init(const struct loom_transport_comm *info, void **out,
   }
   ctx->rank = info->rank;
   ctx->nranks = info->nranks;
+  ctx->turn = 1; /* a connection's probe_turn starts at 0: not probing */
   ctx->nsocks = (int)loom_param_int(LOOM_PARAM_SOCKET_NSOCKS);
   ctx->comm_name = info->comm_name;
   memcpy(ctx->secret, info->secret, LOOM_SECRET_BYTES);
@@ -220,6 +221,7 @@ static loomResult_t tcp_irecv(void *conn, struct loom_xfer *x) {
 
 static loomResult_t tcp_progress(void *vctx, int *progressed, int *failed_peer) {
   struct tcp_ctx *ctx = vctx;
+  ctx->turn++; /* ends the wait of the probes made before */
   for (int i = 0; i < ctx->nopen; i++) {
     loomResult_t res = tcp_progress_conn(ctx->open[i], progressed);
     if (res != loomSuccess) {
@@ -236,8 +238,9 @@ static int tcp_poll_fds(void *vctx, struct pollfd *fds, int max) {
   for (int j = 0; j < ctx->nopen; j++) {
     struct tcp_conn *c = ctx->open[j];
     for (int i = 0; i < c->nsocks && n < max; i++) {
+      int probed = c->probe_turn == ctx->turn && (uint64_t)i == c->recv_msgs % (uint64_t)c->nsocks;
       short events = (short)((c->socks[i].sendq.count ? POLLOUT : 0) |
-                             (c->socks[i].recvq.count ? POLLIN : 0));
+                             (c->socks[i].recvq.count || probed ? POLLIN : 0));
       if (events) {
         fds[n].fd = c->socks[i].fd;
         fds[n].events = events;
@@ -284,4 +287,5 @@ const struct loom_transport loom_transport_tcp = {
     .fini = tcp_fini,
     .struct_size = sizeof(struct loom_transport),
     .properties = tcp_properties,
+    .probe = tcp_probe,
 };

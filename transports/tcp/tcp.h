@@ -37,6 +37,9 @@ struct tcp_conn {
   uint64_t sent_msgs, recv_msgs; /* message counters choose the sockets */
   loomResult_t failed;           /* first error, kept for later calls */
   struct tcp_ctx *ctx;
+  /* ctx->turn when probe last found no message: poll_fds then waits for
+   * one on the socket of the next message (until the next progress) */
+  uint64_t probe_turn;
 };
 
 struct tcp_ctx {
@@ -48,11 +51,14 @@ struct tcp_ctx {
   struct tcp_conn **open;  /* the non-NULL entries of conns: what progress walks */
   int nopen;
   const char *comm_name;
+  uint64_t turn; /* progress calls so far, from 1 */
 };
 
 /* tcp_stream.c */
 loomResult_t tcp_post(struct tcp_conn *c, struct loom_xfer *x, int is_send);
 loomResult_t tcp_progress_conn(struct tcp_conn *c, int *progressed);
+/* struct loom_transport's probe. */
+int tcp_probe(void *conn, uint64_t fp[2], uint64_t *len);
 /* Splits len bytes into parts: returns their number and the size of all
  * but the last (exposed for tests). */
 int tcp_split(size_t len, int nsocks, size_t *part_len);

@@ -167,3 +167,33 @@ loomResult_t tcp_progress_conn(struct tcp_conn *c, int *progressed) {
   }
   return loomSuccess;
 }
+
+int tcp_probe(void *conn, uint64_t fp[2], uint64_t *len) {
+  struct tcp_conn *c = conn;
+  if (c->failed != loomSuccess)
+    return -1;
+  /* message m's first part travels on socket m mod nsocks */
+  struct tcp_sock *s = &c->socks[c->recv_msgs % (uint64_t)c->nsocks];
+  uint8_t h[TCP_PART_HDR_BYTES];
+  ssize_t k = recv(s->fd, h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
+  if (k == 0) {
+    fail_conn(c, loomRemoteError, "the peer closed the connection (did the process exit?)", 0);
+    return -1;
+  }
+  if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+    fail_conn(c, loomRemoteError, "receive failed", errno);
+    return -1;
+  }
+  if (k < (ssize_t)sizeof h) {
+    c->probe_turn = c->ctx->turn; /* poll_fds waits for the rest */
+    return 0;
+  }
+  if (loom_get_u32(h) != TCP_PART_MAGIC) {
+    fail_conn(c, loomRemoteError, "corrupt stream (bad part header)", 0);
+    return -1;
+  }
+  *len = loom_get_u64(h + 8);
+  fp[0] = loom_get_u64(h + 16);
+  fp[1] = loom_get_u64(h + 24);
+  return 1;
+}

@@ -262,9 +262,13 @@ WorkPtr ProcessGroupLoom::recv(std::vector<at::Tensor> &tensors, int srcRank, in
   return submit(work);
 }
 
-WorkPtr ProcessGroupLoom::recvAnysource(std::vector<at::Tensor> & /* tensors */, int /* tag */) {
-  TORCH_CHECK(false, "loom recv: receiving from any source (src=None) is not supported; "
-              "name the sender (src=<rank>)");
+WorkPtr ProcessGroupLoom::recvAnysource(std::vector<at::Tensor> &tensors, int /* tag */) {
+  check_count(tensors.size(), 1, "recv", "tensor");
+  LoomBuffer b = checked_buffer(tensors[0], "recv", "tensor");
+  std::lock_guard<std::mutex> lock(queue_mutex_);
+  auto work = make_work(c10d::OpType::RECVANYSOURCE, "recv", {tensors[0]});
+  check_loom(loomRecvAny(b.ptr, b.count, b.dtype, work->source_slot(), comm_, stream_), "recv");
+  return submit(work);
 }
 
 WorkPtr ProcessGroupLoom::barrier(const c10d::BarrierOptions & /* opts */) {

@@ -110,6 +110,16 @@ void WorkLoom::complete(const std::string &error) {
   }
 }
 
+int WorkLoom::sourceRank() const {
+  if (!any_source_)
+    return c10d::Work::sourceRank();  // torch's error: not a recv from any source
+  std::lock_guard<std::mutex> lock(mutex_);  // completed_ is set under it, after source_
+  TORCH_CHECK(completed_ && source_ >= 0,
+              "loom: ", name_, ": the sender is known once the receive has completed "
+              "(call wait() first)");
+  return source_;
+}
+
 bool WorkLoom::wait(std::chrono::milliseconds timeout) {
   // Small calls complete within microseconds: poll (yielding the core to
   // the stream's worker) before sleeping on the condition variable.

@@ -55,6 +55,14 @@ class WorkLoom : public c10d::Work {
   // (stream NULL) with that call's result.
   void complete_now(loomResult_t res);
 
+  // A receive from any source (recvAnysource): where loomRecvAny writes
+  // the sender's rank, which sourceRank() then returns.
+  int *source_slot() {
+    any_source_ = true;
+    return &source_;
+  }
+  int sourceRank() const override;
+
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
@@ -72,6 +80,8 @@ class WorkLoom : public c10d::Work {
   // Set once complete, after finish(): wait() polls it for a few
   // microseconds before it sleeps, which saves a wake-up on small calls.
   std::atomic<bool> done_{false};
+  bool any_source_ = false;
+  int source_ = -1;  // written by the stream's worker before completion
 };
 
 // Queues `copies` on `stream` (a host function): input tensors gathered

@@ -224,6 +224,19 @@ LOOM_API loomResult_t loomCommAbort(loomComm_t comm);
 LOOM_API loomResult_t loomCommGetAsyncError(loomComm_t comm,
                                             loomResult_t *asyncError);
 
+/* Straggler warnings.  When a collective of comm has moved nothing for
+ * LOOM_STRAGGLER_WARN_MS (default 10 s; 0 turns them off), this rank logs
+ * one WARN naming the rank that has not joined the call (lateRank; -1
+ * when every rank has joined and the call is stuck for another reason),
+ * and, with a callback set, calls fn(comm, lateRank, text, arg) once for
+ * that call with the WARN's text, on the thread that waits (a stream's
+ * worker, or the caller).  fn must return soon and must not call Loom on
+ * comm.  NULL removes it. */
+typedef void (*loomStragglerCallback_t)(loomComm_t comm, int lateRank, const char *text,
+                                        void *arg);
+LOOM_API loomResult_t loomCommSetStragglerCallback(loomComm_t comm,
+                                                   loomStragglerCallback_t fn, void *arg);
+
 LOOM_API loomResult_t loomCommCount(const loomComm_t comm, int *count);
 LOOM_API loomResult_t loomCommUserRank(const loomComm_t comm, int *rank);
 

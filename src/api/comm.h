@@ -43,7 +43,10 @@ struct loomComm {
     loomDataType_t datatype;
     unsigned char scalar[8];
   } custom_ops[LOOM_MAX_CUSTOM_OPS];
-  pthread_mutex_t ops_lock; /* guards custom_ops (not op_lock: a collective may run) */
+  pthread_mutex_t ops_lock; /* guards custom_ops and the straggler callback (not
+                               op_lock: a collective may run) */
+  loomStragglerCallback_t late_fn; /* loomCommSetStragglerCallback */
+  void *late_arg;
   unsigned coll_seq; /* collectives run so far (fingerprints carry it) */
   size_t bucket_bytes; /* LOOM_BUCKET_BYTES, read at init */
   int device_ipc;      /* LOOM_DEVICE_IPC, read at init */

@@ -237,6 +237,17 @@ out:
   return res;
 }
 
+/* The engine's straggler warning, passed to the user's callback. */
+static void comm_on_late(void *arg, int late_rank, const char *text) {
+  loomComm_t comm = arg;
+  pthread_mutex_lock(&comm->ops_lock);
+  loomStragglerCallback_t fn = comm->late_fn;
+  void *fn_arg = comm->late_arg;
+  pthread_mutex_unlock(&comm->ops_lock);
+  if (fn != NULL)
+    fn(comm, late_rank, text, fn_arg);
+}
+
 static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
   loom_log_set_rank(comm->rank);
   uint64_t t0 = loom_now_ns();
@@ -252,6 +263,9 @@ static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
   e->wake_fd = comm->wake_fd;
   e->timeout_ms = comm->timeout_ms;
   e->spin_us = (int)loom_param_int(LOOM_PARAM_SPIN_US);
+  e->straggler_warn_ms = (int)loom_param_int(LOOM_PARAM_STRAGGLER_WARN_MS);
+  e->on_late = comm_on_late;
+  e->on_late_arg = comm;
   e->busy_wait = e->tp != NULL && loom_transport_busy_wait(e->tp, e->tp_ctx);
   e->chunk_bytes = (size_t)loom_param_int(LOOM_PARAM_CHUNK_BYTES);
   LOOM_CHECK(loom_engine_init(e));
@@ -524,6 +538,16 @@ loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t *asyncError) {
   *asyncError = (loomResult_t)atomic_load_explicit(&comm->async_error, memory_order_acquire);
   if (*asyncError != loomSuccess && *asyncError != loomInProgress)
     loom_set_last_error(comm->async_text); /* it may have failed on another thread */
+  return loomSuccess;
+}
+
+loomResult_t loomCommSetStragglerCallback(loomComm_t comm, loomStragglerCallback_t fn,
+                                          void *arg) {
+  LOOM_CHECK(check_handle(comm, "loomCommSetStragglerCallback"));
+  pthread_mutex_lock(&comm->ops_lock);
+  comm->late_fn = fn;
+  comm->late_arg = arg;
+  pthread_mutex_unlock(&comm->ops_lock);
   return loomSuccess;
 }
 

@@ -444,7 +444,8 @@ fail:
 
 /* Sends `sbuf` to the successor and receives `rlen` bytes from the
  * predecessor at the same time (so large blocks cannot deadlock), both as
- * DATA frames.  A NOTICE from the predecessor ends it with that failure. */
+ * DATA frames.  A NOTICE from the predecessor ends it with that failure
+ * (a LATE one, a warning left over from a collective, is skipped). */
 static loomResult_t ring_exchange(struct loom_bootstrap *bs, const void *sbuf,
                                   void *rbuf, size_t len, uint64_t deadline,
                                   int expect_from) {
@@ -510,9 +511,14 @@ static loomResult_t ring_exchange(struct loom_bootstrap *bs, const void *sbuf,
           if (!bad && rh.type == LOOM_FRAME_NOTICE && rh.len == LOOM_NOTICE_BYTES) {
             uint8_t raw[LOOM_NOTICE_BYTES];
             struct loom_notice nt;
-            if (loom_socket_recv_all(bs->prev_fd, raw, sizeof raw, deadline,
-                                     "bootstrap predecessor") == loomSuccess &&
-                loom_notice_decode(raw, &nt) == 0)
+            int ok = loom_socket_recv_all(bs->prev_fd, raw, sizeof raw, deadline,
+                                          "bootstrap predecessor") == loomSuccess &&
+                     loom_notice_decode(raw, &nt) == 0;
+            if (ok && nt.kind == LOOM_NOTICE_LATE) { /* a warning of a past call: skip it */
+              got = 0;
+              continue;
+            }
+            if (ok)
               return loom_error(loom_notice_result(nt.kind), LOOM_LOG_BOOTSTRAP,
                                 "rank %d: bootstrap operation failed: rank %d %s "
                                 "(reported by rank %d)",

@@ -344,6 +344,15 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
                  "reduce-scatter, broadcast and reduce of device buffers read and write the "
                  "peers' device memory directly (CUDA IPC, the simulated device's shared "
                  "storage); 0 stages them through host memory instead"},
+    [LOOM_PARAM_STRAGGLER_WARN_MS] =
+        {.name = "LOOM_STRAGGLER_WARN_MS",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = "10000",
+         .min = 0,
+         .max = INT_MAX,
+         .help = "milliseconds a collective may wait for a late rank before every waiting "
+                 "rank logs one WARN naming it (the rank upstream on the bootstrap ring "
+                 "that has not joined the call), the call and its number; 0 = never"},
 };
 
 struct param_value {

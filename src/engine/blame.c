@@ -212,6 +212,8 @@ loomResult_t loom_engine_fail(struct loom_engine_task *r, struct loom_notice nt,
          loom_bootstrap_read_notice(e->bs, loom_ms_left(grace_end), &in) > 0) {
     /* its socket closed (or our own notice came round): nothing more comes */
     int prev_gone = in.kind == LOOM_NOTICE_DIED && in.reporter == e->rank;
+    if (in.kind == LOOM_NOTICE_LATE)
+      continue; /* a warning, not a diagnosis */
     if (in.kind == LOOM_NOTICE_TIMEOUT && !prev_gone) {
       if (timeout_mode)
         learn_edge(e, &g, &in);

@@ -35,9 +35,11 @@ loomResult_t loom_engine_init(struct loom_engine *e) {
   e->step_base_cap = 0;
   e->last_fp[0] = e->last_fp[1] = 0;
   e->probe_from = 0;
+  e->task_gen = 0;
   e->task = calloc(1, sizeof *e->task);
   e->fifo = calloc(ENGINE_RECV_FIFO, sizeof *e->fifo);
-  if (e->task == NULL || e->fifo == NULL) {
+  e->late_gen = calloc(e->nranks > 0 ? (size_t)e->nranks : 1, sizeof *e->late_gen);
+  if (e->task == NULL || e->fifo == NULL || e->late_gen == NULL) {
     loom_engine_fini(e);
     return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (engine)");
   }
@@ -48,8 +50,10 @@ loomResult_t loom_engine_init(struct loom_engine *e) {
 void loom_engine_fini(struct loom_engine *e) {
   free(e->task);
   free(e->fifo);
+  free(e->late_gen);
   e->task = NULL;
   e->fifo = NULL;
+  e->late_gen = NULL;
   free(e->temp);
   free(e->xfers);
   free(e->recv_done);
@@ -451,7 +455,7 @@ static void start_copy(struct loom_engine_task *r) {
  * 8 ns of a 90 ns one-rank call (measured).  On LP64 the size check fails
  * the build when a field is added, until it is set here. */
 #if UINTPTR_MAX == UINT64_MAX
-_Static_assert(sizeof(struct loom_engine_task) == 264,
+_Static_assert(sizeof(struct loom_engine_task) == 272,
                "struct loom_engine_task changed: set the new field in task_start");
 #endif
 static void task_start(struct loom_engine_task *r, struct loom_engine *e,
@@ -484,6 +488,8 @@ static void task_start(struct loom_engine_task *r, struct loom_engine *e,
   r->notice_ready = 0;
   r->probing = 0;
   r->intact = 0;
+  r->straggle = 0;
+  r->gen = ++e->task_gen;
   r->done = 0;
   r->result = loomInProgress;
 }

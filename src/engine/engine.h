@@ -34,6 +34,13 @@ struct loom_engine {
   const atomic_int *abort_flag;  /* set by loomCommAbort from any thread */
   int wake_fd;                   /* eventfd written by loomCommAbort */
   int timeout_ms;                /* no progress for this long = loomTimeout */
+  /* no progress for this long in a collective: a WARN naming the late
+   * rank (straggler.c; 0 = never), also given to on_late when set */
+  int straggler_warn_ms;
+  void (*on_late)(void *arg, int late_rank, const char *text);
+  void *on_late_arg;
+  uint32_t *late_gen;            /* per rank: the task generation it was heard waiting in */
+  uint32_t task_gen;             /* tasks posted so far */
   int spin_us;
   int busy_wait;                 /* the transport needs polling (shared memory) */
   size_t chunk_bytes;

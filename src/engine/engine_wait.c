@@ -50,7 +50,9 @@ static int idle_ends(struct loom_engine_task *r) {
   }
   if (r->notice_ready) {
     struct loom_notice nt;
-    int got = loom_bootstrap_read_notice(e->bs, 0, &nt);
+    int got;
+    while ((got = loom_bootstrap_read_notice(e->bs, 0, &nt)) > 0 && nt.kind == LOOM_NOTICE_LATE)
+      loom_straggler_heard(r, &nt);
     if (got > 0) {
       loom_engine_end(r, loom_engine_fail(r, nt, NULL));
       return 1;
@@ -58,6 +60,7 @@ static int idle_ends(struct loom_engine_task *r) {
     r->notice_fd_busy = got < 0;
   }
   r->notice_ready = 0;
+  loom_straggler_check(r);
   uint64_t timeout_ns = e->timeout_ms > 0 ? (uint64_t)e->timeout_ms * 1000000ull : 0;
   if (timeout_ns && r->now - r->last_progress > timeout_ns && r->probing) {
     /* nothing was consumed and no peer waits on this rank: the
@@ -119,6 +122,9 @@ static enum idle_action idle_step(struct loom_engine_task *r, int *us) {
     if (left / 1000u + 1 < (uint64_t)*us)
       *us = (int)(left / 1000u) + 1;
   }
+  uint64_t late_ns = loom_straggler_due_ns(r);
+  if (late_ns / 1000u + 1 < (uint64_t)*us)
+    *us = (int)(late_ns / 1000u) + 1;
   return IDLE_SLEEP;
 }
 

@@ -39,6 +39,7 @@
  *   --bad-args      invalid arguments of the newer calls: loomInvalidArgument
  *                   with a message, nothing moved
  *   --any-source    loomRecvAny (api_anysource.c)
+ *   --straggler     a late rank named by the others' warnings (api_straggler.c)
  * Every rank prints "rank R: <case> ok" when the case passed.
  */
 #include "api_test.h"
@@ -109,7 +110,8 @@ int main(int argc, char **argv) {
                {"--mismatch", mismatch_calls},
                {"--mismatch-root", mismatch_root}, {"--mismatch-root-big", mismatch_root_big},
                {"--mismatch-matrix", mismatch_matrix},
-               {"--bad-args", bad_args}, {"--any-source", any_source}};
+               {"--bad-args", bad_args}, {"--any-source", any_source},
+               {"--straggler", straggler}};
   for (size_t i = 0; argc == 2 && i < sizeof cases / sizeof cases[0]; i++)
     if (strcmp(argv[1], cases[i].flag) == 0) {
       cases[i].fn();
@@ -118,6 +120,6 @@ int main(int argc, char **argv) {
   fprintf(stderr, "usage: api_test --group-p2p | --group-fusion | --streams | --split | "
                   "--initall | --abort | --mismatch | --mismatch-root | --mismatch-root-big | "
                   "--mismatch-matrix | "
-                  "--bad-args | --any-source\n");
+                  "--bad-args | --any-source | --straggler\n");
   return 2;
 }

@@ -40,5 +40,7 @@ void bad_args(void);
 void mismatch_matrix(void);
 /* api_anysource.c */
 void any_source(void);
+/* api_straggler.c */
+void straggler(void);
 
 #endif

@@ -88,5 +88,14 @@ else
   skip "loomRecvAny over a plugin without probe: the TCP plugin was not built"
 fi
 
+for k in "2 1" "4 3" "5 1"; do
+  set -- $k
+  LATE_RANK=$2 LOOM_STRAGGLER_WARN_MS=500 run_ranks $1 60 "$AT" --straggler
+  expect_count "straggler ok" $1 "a rank 2.5 s late on $1 ranks: the call completes, the next one does not warn, a split after it works"
+  expect_count "LOOM WARN rank [0-9]*: allreduce(count 1, int32, sum) #1 has waited [0-9]* ms for rank $2, which has not joined it" $(($1 - 1)) \
+    "LOOM_STRAGGLER_WARN_MS=500: every other rank warns once naming late rank $2 ($1 ranks)"
+  expect_count "straggler callback: late rank $2: " $(($1 - 1)) "loomCommSetStragglerCallback gets the same, once per waiting rank ($1 ranks)"
+done
+
 check_no_leftovers api_test
 finish

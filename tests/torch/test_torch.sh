@@ -49,6 +49,7 @@ for n in 2 3 4; do run_py "$n" 90 torch_ddp.py; done
 run_py 2 30 torch_faults.py --scenario late
 run_py 3 40 torch_faults.py --scenario stuck
 run_py 2 30 torch_faults.py --scenario dead
+LOOM_STRAGGLER_WARN_MS=400 run_py 3 30 torch_faults.py --scenario straggler
 
 # Exits: a rank that raises mid-training, ranks that sys.exit(10) with work
 # in flight, and the raise in spawned processes; 10 iterations (50 by

@@ -9,6 +9,9 @@
                     every process exits.
   --scenario dead   the last rank exits abruptly: the others get a
                     RuntimeError naming it long before the timeout.
+  --scenario straggler  (with LOOM_STRAGGLER_WARN_MS=400) the last rank
+                    joins an all_reduce 1.5 s late: each other rank gets
+                    one RuntimeWarning naming it; the late rank gets none.
 
 Run by test_torch.sh: torch_faults.py --launch N --scenario S.
 """
@@ -17,6 +20,7 @@ import datetime
 import os
 import sys
 import time
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -33,7 +37,7 @@ def scenario(args):
     for i, a in enumerate(args.extra):
         if a == "--scenario" and i + 1 < len(args.extra):
             return args.extra[i + 1]
-    raise SystemExit("torch_faults.py: --scenario late|stuck|dead is required")
+    raise SystemExit("torch_faults.py: --scenario late|stuck|dead|straggler is required")
 
 
 def late(args, c):
@@ -51,6 +55,30 @@ def late(args, c):
         c.true(not w.is_completed(), "the late all_reduce is still running")
         c.true(w.wait(), "a second wait() completes it")
     c.equal(x, torch.full((10,), float(n * (n + 1) // 2)), "the late all_reduce's result")
+    dist.destroy_process_group()
+
+
+def straggler(args, c):
+    harness.init(args, "loom", timeout_s=30)
+    r, n = args.rank, args.nranks
+    last = n - 1
+    x = torch.full((10,), float(r + 1))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if r == last:
+            time.sleep(1.5)
+        dist.all_reduce(x)
+        for _ in range(10000):  # Loom's warning is issued as a pending call
+            pass
+    c.equal(x, torch.full((10,), float(n * (n + 1) // 2)), "the late all_reduce's result")
+    texts = [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)]
+    late_ones = [t for t in texts if "for rank %d, which has not joined it" % last in t]
+    if r == last:
+        c.true(not late_ones, "the late rank is not warned: %s" % texts)
+    else:
+        c.true(len(late_ones) == 1, "one RuntimeWarning naming rank %d: %s" % (last, texts))
+        for t in late_ones:
+            print("rank %d: warning: %s" % (r, t), flush=True)
     dist.destroy_process_group()
 
 
@@ -97,7 +125,8 @@ def dead(args, c):
 
 
 def main(args, c):
-    {"late": late, "stuck": stuck, "dead": dead}[scenario(args)](args, c)
+    {"late": late, "stuck": stuck, "dead": dead,
+     "straggler": straggler}[scenario(args)](args, c)
 
 
 if __name__ == "__main__":

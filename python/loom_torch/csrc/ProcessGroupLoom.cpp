@@ -102,6 +102,28 @@ void ProcessGroupLoom::drain_all(double seconds) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
+namespace {
+// Runs on the main thread at its next bytecode (Py_AddPendingCall): the
+// straggler warning as a Python RuntimeWarning.  -1 when the warning
+// filters made it an exception, which Python then raises there.
+int issue_straggler_warning(void *arg) {
+  std::unique_ptr<std::string> text(static_cast<std::string *>(arg));
+  return PyErr_WarnEx(PyExc_RuntimeWarning, text->c_str(), 1);
+}
+
+// Loom's straggler callback (LOOM_STRAGGLER_WARN_MS), on Loom's stream
+// worker: it must not take the GIL (the main thread may hold it while it
+// waits for this very work), so the warning is handed to the main thread.
+void on_straggler(loomComm_t /* comm */, int /* late_rank */, const char *text,
+                  void * /* arg */) {
+  if (!Py_IsInitialized() || _Py_IsFinalizing())
+    return;
+  auto *copy = new std::string(std::string("loom: ") + text);
+  if (Py_AddPendingCall(issue_straggler_warning, copy) != 0)
+    delete copy;  // the queue is full: the WARN in Loom's log remains
+}
+}  // namespace
+
 ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store> &store, int rank,
                                    int size, std::chrono::milliseconds timeout)
     : BackendBase(rank, size), timeout_(timeout), inline_bytes_(inline_bytes_setting()) {
@@ -113,6 +135,7 @@ ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store> &store,
   config.timeout_ms = timeout_ms_of(timeout);
   config.commName = "torch";
   check_loom(loomCommInitRankConfig(&comm_, size, id, rank, &config), "init");
+  loomCommSetStragglerCallback(comm_, on_straggler, nullptr);
   loomResult_t res = loomStreamCreate(&stream_);
   if (res != loomSuccess) {
     std::string text = loom_error_text(res);

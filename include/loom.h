@@ -231,7 +231,9 @@ LOOM_API loomResult_t loomCommGetAsyncError(loomComm_t comm,
  * and, with a callback set, calls fn(comm, lateRank, text, arg) once for
  * that call with the WARN's text, on the thread that waits (a stream's
  * worker, or the caller).  fn must return soon and must not call Loom on
- * comm.  NULL removes it. */
+ * comm.  NULL removes it; a call already under way on another thread may
+ * still run with the old fn and arg, so keep arg valid until the
+ * communicator is destroyed. */
 typedef void (*loomStragglerCallback_t)(loomComm_t comm, int lateRank, const char *text,
                                         void *arg);
 LOOM_API loomResult_t loomCommSetStragglerCallback(loomComm_t comm,

@@ -75,9 +75,10 @@ enum loom_notice_kind {
   LOOM_NOTICE_TIMEOUT = 2,  /* it stopped making progress */
   LOOM_NOTICE_ABORT = 3,    /* it called loomCommAbort */
   LOOM_NOTICE_MISMATCH = 4, /* its call does not match (size mismatch seen) */
-  /* Not a failure: the reporter has waited LOOM_STRAGGLER_WARN_MS in the
-   * call whose fingerprint is reporter_fp (engine/straggler.c); readers
-   * that do not wait in that call drop it. */
+  /* Not a failure: `suspect` ranks in a row, ending with the reporter,
+   * wait in the call whose fingerprint is reporter_fp, one of them for
+   * LOOM_STRAGGLER_WARN_MS (engine/straggler.c); readers that do not wait
+   * in that call drop it. */
   LOOM_NOTICE_LATE = 5,
 };
 #define LOOM_NOTICE_BYTES 44

@@ -35,11 +35,9 @@ loomResult_t loom_engine_init(struct loom_engine *e) {
   e->step_base_cap = 0;
   e->last_fp[0] = e->last_fp[1] = 0;
   e->probe_from = 0;
-  e->task_gen = 0;
   e->task = calloc(1, sizeof *e->task);
   e->fifo = calloc(ENGINE_RECV_FIFO, sizeof *e->fifo);
-  e->late_gen = calloc(e->nranks > 0 ? (size_t)e->nranks : 1, sizeof *e->late_gen);
-  if (e->task == NULL || e->fifo == NULL || e->late_gen == NULL) {
+  if (e->task == NULL || e->fifo == NULL) {
     loom_engine_fini(e);
     return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (engine)");
   }
@@ -50,10 +48,8 @@ loomResult_t loom_engine_init(struct loom_engine *e) {
 void loom_engine_fini(struct loom_engine *e) {
   free(e->task);
   free(e->fifo);
-  free(e->late_gen);
   e->task = NULL;
   e->fifo = NULL;
-  e->late_gen = NULL;
   free(e->temp);
   free(e->xfers);
   free(e->recv_done);
@@ -489,7 +485,7 @@ static void task_start(struct loom_engine_task *r, struct loom_engine *e,
   r->probing = 0;
   r->intact = 0;
   r->straggle = 0;
-  r->gen = ++e->task_gen;
+  r->heard_run = r->sent_run = 0;
   r->done = 0;
   r->result = loomInProgress;
 }
@@ -565,20 +561,23 @@ static enum loom_engine_state probe_any(struct loom_engine_task *r) {
     loom_engine_end(r, transport_failed(r, st, failed_peer));
     return LOOM_ENGINE_DONE;
   }
+  int failed = -1; /* a connection that failed: reported only if no sender is found */
   for (int i = 0; i < e->nranks; i++) {
     int p = (e->probe_from + i) % e->nranks;
     uint64_t fp[2], len;
     if (p == e->rank || e->conns[p] == NULL)
       continue;
     int got = e->tp->probe(e->conns[p], fp, &len);
-    if (got < 0) {
-      loom_engine_end(r, transport_failed(r, loomRemoteError, p));
-      return LOOM_ENGINE_DONE;
-    }
+    if (got < 0 && failed < 0)
+      failed = p;
     if (got == 1 && loom_fp_is_sendrecv(fp)) {
       resolve_any(r, p);
       return r->done ? LOOM_ENGINE_DONE : LOOM_ENGINE_MOVED;
     }
+  }
+  if (failed >= 0) {
+    loom_engine_end(r, transport_failed(r, loomRemoteError, failed));
+    return LOOM_ENGINE_DONE;
   }
   return progressed ? LOOM_ENGINE_MOVED : LOOM_ENGINE_STILL;
 }

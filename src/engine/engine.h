@@ -39,8 +39,6 @@ struct loom_engine {
   int straggler_warn_ms;
   void (*on_late)(void *arg, int late_rank, const char *text);
   void *on_late_arg;
-  uint32_t *late_gen;            /* per rank: the task generation it was heard waiting in */
-  uint32_t task_gen;             /* tasks posted so far */
   int spin_us;
   int busy_wait;                 /* the transport needs polling (shared memory) */
   size_t chunk_bytes;

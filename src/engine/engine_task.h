@@ -55,8 +55,9 @@ struct loom_engine_task {
   int notice_ready;
   int probing;         /* a receive from any rank, its sender not known yet */
   int intact;          /* ended having moved nothing: the communicator is as before */
-  int straggle;        /* straggler.c: 0, 1 once this rank's LATE notice went, 2 warned */
-  uint32_t gen;        /* this task's number (e->task_gen) */
+  int straggle;        /* straggler.c: 0, 1 once this rank announced it waits, 2 warned */
+  int heard_run;       /* straggler.c: ranks in a row up to the predecessor that wait */
+  int sent_run;        /* straggler.c: the run this rank last announced */
   int done;            /* ended; result says how */
   loomResult_t result;
 };
@@ -70,8 +71,9 @@ void loom_engine_end(struct loom_engine_task *r, loomResult_t result);
 /* straggler.c: at each still turn of a waiting task (r->now set): sends
  * this rank's LATE notice, then warns, as the time passes. */
 void loom_straggler_check(struct loom_engine_task *r);
-/* straggler.c: a LATE notice read from the ring predecessor: recorded
- * and passed on when it is about r's call, dropped otherwise. */
+/* straggler.c: a LATE notice read from the ring predecessor: taken when
+ * it is about r's call (and r's own announcement follows), dropped
+ * otherwise. */
 void loom_straggler_heard(struct loom_engine_task *r, const struct loom_notice *nt);
 /* straggler.c: nanoseconds until the next straggler step is due
  * (UINT64_MAX: none), to bound a sleep. */

@@ -385,6 +385,7 @@ START_TEST(table_order) {
       {LOOM_PARAM_IB_RETRY_CNT, "LOOM_IB_RETRY_CNT"},
       {LOOM_PARAM_SIM_DELAY_US, "LOOM_SIM_DELAY_US"},
       {LOOM_PARAM_DEVICE_IPC, "LOOM_DEVICE_IPC"},
+      {LOOM_PARAM_STRAGGLER_WARN_MS, "LOOM_STRAGGLER_WARN_MS"},
   };
   ck_assert_int_eq(sizeof expect / sizeof expect[0], LOOM_PARAM_COUNT);
   const struct loom_param_info *t = loom_param_table();

@@ -114,9 +114,10 @@ int WorkLoom::sourceRank() const {
   if (!any_source_)
     return c10d::Work::sourceRank();  // torch's error: not a recv from any source
   std::lock_guard<std::mutex> lock(mutex_);  // completed_ is set under it, after source_
-  TORCH_CHECK(completed_ && source_ >= 0,
-              "loom: ", name_, ": the sender is known once the receive has completed "
-              "(call wait() first)");
+  TORCH_CHECK(completed_, "loom: ", name_,
+              ": the sender is known once the receive has completed (call wait() first)");
+  TORCH_CHECK(!exception_ && source_ >= 0, "loom: ", name_,
+              ": the receive failed, so it has no sender (wait() raises its error)");
   return source_;
 }
 

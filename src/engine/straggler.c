@@ -21,7 +21,6 @@
 #include "sched/schedule.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 
 /* The grace after this rank's own warning time before it warns: a
  * quarter of the warning time, at most 1 s (announcements cross the ring

@@ -11,6 +11,7 @@ otherwise it prints every rank's output.  Each rank ends with the line
 import argparse
 import datetime
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -77,8 +78,10 @@ def launch(script, nranks, timeout_s, extra):
         store = os.path.join(tmp, "store")
         procs = []
         for r in range(nranks):
-            cmd = [sys.executable, script, "--rank", str(r), "--nranks", str(nranks),
-                   "--store", store] + extra
+            # LOOM_TEST_WRAPPER: a command each rank runs under (valgrind)
+            cmd = shlex.split(os.environ.get("LOOM_TEST_WRAPPER", "")) + [
+                sys.executable, script, "--rank", str(r), "--nranks", str(nranks),
+                "--store", store] + extra
             procs.append(subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                           text=True))
         start = time.monotonic()

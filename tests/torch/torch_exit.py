@@ -26,6 +26,7 @@ each one that did not (its status, or "hung" and its output).
 import argparse
 import datetime
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -64,9 +65,10 @@ def run_subprocesses(scenario, timeout, backend):
     """2 ranks of this script; returns (status per rank, outputs)."""
     with tempfile.TemporaryDirectory(prefix="torch-exit-") as tmp:
         store = os.path.join(tmp, "store")
-        procs = [subprocess.Popen([sys.executable, os.path.abspath(__file__), "--rank", str(r),
-                                   "--scenario", scenario, "--store", store,
-                                   "--backend", backend],
+        wrapper = shlex.split(os.environ.get("LOOM_TEST_WRAPPER", ""))  # valgrind
+        procs = [subprocess.Popen(wrapper + [sys.executable, os.path.abspath(__file__),
+                                             "--rank", str(r), "--scenario", scenario,
+                                             "--store", store, "--backend", backend],
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
                  for r in range(2)]
         return [wait_one(p, timeout) for p in procs]

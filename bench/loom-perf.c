@@ -461,15 +461,56 @@ static double time_run(bench_t *b, run_fn fn, size_t c, int arg, int calls) {
   return combine_time(b, us);
 }
 
+/* --percentiles: each of the -n iterations timed on its own (the stream
+ * synchronised in it), its time per call kept; this rank's median and
+ * 99th percentile, each combined over the ranks (-a), in p[0] and p[1].
+ * Returns the mean per call, combined. */
+static double time_each(bench_t *b, run_fn fn, size_t c, int arg, int calls, double p[2]) {
+  int n = b->o.iters;
+  double *each = malloc(sizeof(double) * (size_t)n);
+  if (each == NULL)
+    out_of_memory();
+  int32_t token = 0;
+  LOOMCHECK(loomAllReduce(&token, &token, 1, loomInt32, loomSum, b->comm, NULL)); /* barrier */
+  double total = 0;
+  for (int it = 0; it < n; it++) {
+    double t0 = now_s();
+    fn(b, c, arg);
+    complete(b);
+    each[it] = (now_s() - t0) * 1e6 / calls;
+    total += each[it];
+  }
+  p[0] = combine_time(b, perf_percentile(each, n, 50));
+  p[1] = combine_time(b, perf_percentile(each, n, 99));
+  free(each);
+  return combine_time(b, total / n);
+}
+
 /* A measurement as the table and the outputs show it; bytes == 0: no
- * bandwidth (barrier). */
-static perf_meas_t measured(double us, size_t bytes, double factor, int64_t wrong) {
-  perf_meas_t m = {us, -1, -1, wrong, us, us, -1, -1};
+ * bandwidth (barrier).  p: --percentiles' p50 and p99, or NULL. */
+static perf_meas_t measured(double us, size_t bytes, double factor, int64_t wrong,
+                            const double *p) {
+  perf_meas_t m = {us, -1, -1, wrong, us, us, -1, -1, -1, -1};
   if (bytes > 0) {
     m.algbw_gbs = (double)bytes / (us * 1e3); /* bytes/us/1e3 = GB/s */
     m.busbw_gbs = m.busbw_min_gbs = m.busbw_max_gbs = m.algbw_gbs * factor;
   }
+  if (p != NULL) {
+    m.p50_us = p[0];
+    m.p99_us = p[1];
+  }
   return m;
+}
+
+/* A timed run of -n iterations of fn as measured() makes it: the mean per
+ * call, and with --percentiles its p50 and p99. */
+static perf_meas_t timed(bench_t *b, run_fn fn, size_t c, int arg, int calls, size_t bytes,
+                         double factor, int64_t wrong) {
+  if (!b->o.percentiles)
+    return measured(time_run(b, fn, c, arg, calls), bytes, factor, wrong, NULL);
+  double p[2];
+  double us = time_each(b, fn, c, arg, calls, p);
+  return measured(us, bytes, factor, wrong, p);
 }
 
 /* Reads this host's boot id (its CLOCK_MONOTONIC) into out; "" if none. */
@@ -596,8 +637,7 @@ static void measure_peer(bench_t *b, size_t c, double factor, size_t bytes, tota
   }
   for (int w = 0; w < b->o.warmup; w++)
     run_peer(b, c, b->o.agg_iters);
-  double us = time_run(b, run_peer, c, b->o.agg_iters, b->o.agg_iters);
-  row->peer = measured(us, bytes, factor, wrong);
+  row->peer = timed(b, run_peer, c, b->o.agg_iters, b->o.agg_iters, bytes, factor, wrong);
   row->has_peer = 1;
 }
 
@@ -664,9 +704,9 @@ static void measure_loom(bench_t *b, const sweep_size_t *sz, unsigned seed, tota
   }
   for (int w = 0; w < o->warmup; w++)
     run_batch(b, count, 0);
-  row->oop = measured(time_run(b, run_batch, count, 0, agg), sz->bytes, factor, wrong_oop);
+  row->oop = timed(b, run_batch, count, 0, agg, sz->bytes, factor, wrong_oop);
   if (coll_info[coll].in_place) {
-    row->ip = measured(time_run(b, run_batch, count, 1, agg), sz->bytes, factor, wrong_ip);
+    row->ip = timed(b, run_batch, count, 1, agg, sz->bytes, factor, wrong_ip);
     row->has_ip = 1;
   }
 }
@@ -774,7 +814,7 @@ static void sweep_grouped(bench_t *b, totals_t *tot) {
         printf("%12zu  %12zu  %8s  %6s", total, count, type_info[o->type].name,
                op_names[o->op]);
         for (int how = 0; how < FUSE_WAYS; how++) {
-          perf_meas_t m = measured(us[how], total, factor, 0);
+          perf_meas_t m = measured(us[how], total, factor, 0, NULL);
           perf_table_result(tot, &m, 0);
         }
         char wstr[32];
@@ -943,6 +983,7 @@ static int write_outputs(bench_t *b, const totals_t *tot, const perf_launch_t *l
   r->peer_mpi = o->peer_mpi;
   r->ceiling = o->ceiling;
   r->rounds = o->rounds;
+  r->percentiles = o->percentiles;
   r->avg_busbw_gbs = tot->bw_count > 0 ? tot->bw_sum / tot->bw_count : -1;
   if (b->ceiling != NULL) {
     snprintf(r->mem_what, sizeof r->mem_what, "%s", perf_ceiling_mem_what(b->ceiling));

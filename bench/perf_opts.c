@@ -63,6 +63,12 @@ static void usage(FILE *f) {
           "                   on a stream of it; results are checked on the device's data\n"
           "                   (copied to the host after each checked call); --peer mpi\n"
           "                   still runs on host buffers\n"
+          "  --percentiles    time each of the -n iterations on its own (the stream\n"
+          "                   synchronised in each with -z 1) and add p50 and p99, the\n"
+          "                   median and 99th percentile of the time per call, to each\n"
+          "                   form (Loom's and the peer's; each rank's own, combined as\n"
+          "                   -a says); with --rounds, the medians of the rounds' p50s\n"
+          "                   and p99s.  Use -n 100 or more for a p99 that means much\n"
           "  --plot FILE.png  draw busbw against size with gnuplot (Loom out of place and\n"
           "                   in place, the peer and the ceilings when measured; with\n"
           "                   --rounds, bars from min to max)\n"
@@ -175,6 +181,10 @@ static int parse_long(int argc, char **argv, int *a, opts_t *o) {
     o->ceiling = 1;
     return 1;
   }
+  if (strcmp(arg, "--percentiles") == 0) {
+    o->percentiles = 1;
+    return 1;
+  }
   if (strcmp(arg, "--device") == 0) {
     if (*a + 1 >= argc)
       perf_usage_error("option %s needs a value (host, sim, cuda)", arg);
@@ -245,6 +255,7 @@ static const char *sweep_only_option(const opts_t *o, const int *given) {
   if (o->plot) return "--plot";
   if (o->peer_mpi) return "--peer";
   if (o->ceiling) return "--ceiling";
+  if (o->percentiles) return "--percentiles";
   if (given['m']) return "-m";
   if (given['z']) return "-z";
   return NULL;
@@ -279,6 +290,10 @@ static void check_combinations(opts_t *o, const int *given) {
   if (o->group > 0 && only != NULL)
     perf_usage_error("-G prints its own comparison (grouped, separate, single); %s applies "
                      "to the plain sweep only", only);
+  if (o->percentiles && o->blocking == 0)
+    perf_usage_error("--percentiles times every iteration on its own, which -z 0 (one "
+                     "synchronisation per -n iterations) does not allow; use -z 1 or no -z%s",
+                     "");
   if (o->json && o->csv && strcmp(o->json, "-") == 0 && strcmp(o->csv, "-") == 0)
     perf_usage_error("--json and --csv cannot both write to stdout (-)%s", "");
   if (o->coll == COLL_BARRIER && (o->plot || o->ceiling))

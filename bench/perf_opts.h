@@ -39,6 +39,7 @@ typedef struct {
   int ceiling;            /* --ceiling */
   loomDevice_t device;    /* --device: where the send/receive buffers live */
   int rounds;             /* --rounds N: default 1, with --autotune 3 */
+  int percentiles;        /* --percentiles: time every iteration, report p50/p99 */
 } opts_t;
 
 /* Parses the command line into *o; prints the usage and exits 0 on -h,

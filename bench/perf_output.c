@@ -20,11 +20,15 @@
  * "time_us_min", "time_us_max", "busbw_gbs_min", "busbw_gbs_max" and
  * "per_round":{"time_us":[..],"busbw_gbs":[..],"wrong":[..]}; "ratio" is
  * the medians' and the ceilings are medians.
+ * --percentiles: "percentiles":1 at the top, and "p50_us" and "p99_us"
+ * (per call; with rounds the medians of the rounds') in "oop", "ip" and
+ * "peer".
  * CSV: one header line, then one line per row with every column always
  * present (empty when not measured), so files of several runs concatenate.
  * --rounds N > 1 adds 13 columns at the end: rounds, then time_min_us,
  * time_max_us, busbw_min_gbs and busbw_max_gbs of oop_, ip_ and peer_;
  * files of runs with the same rounds setting concatenate.
+ * --percentiles adds 6 more: p50_us and p99_us of oop_, ip_ and peer_.
  */
 #define _POSIX_C_SOURCE 200809L
 
@@ -151,6 +155,14 @@ static int has_rounds(const perf_results_t *r) {
   return r->rounds > 1 && r->round_rows != NULL;
 }
 
+/* --percentiles: ,"p50_us":..,"p99_us":.. */
+static void json_percentiles(FILE *f, const perf_results_t *r, const perf_meas_t *m) {
+  if (!r->percentiles)
+    return;
+  json_field(f, "p50_us", m->p50_us);
+  json_field(f, "p99_us", m->p99_us);
+}
+
 static void json_meas(FILE *f, const perf_results_t *r, int i, size_t off) {
   const perf_meas_t *m = meas_of(&r->rows[i], off);
   fputs("{\"time_us\":", f);
@@ -161,6 +173,7 @@ static void json_meas(FILE *f, const perf_results_t *r, int i, size_t off) {
   json_wrong(f, m->wrong);
   if (has_rounds(r))
     json_spread(f, r, i, off);
+  json_percentiles(f, r, m);
   fputc('}', f);
 }
 
@@ -185,6 +198,7 @@ static void json_row(FILE *f, const perf_results_t *r, int i) {
     json_wrong(f, row->peer.wrong);
     if (has_rounds(r))
       json_spread(f, r, i, offsetof(perf_row_t, peer));
+    json_percentiles(f, r, &row->peer);
     json_field(f, "ratio", ratio(row));
     fputc('}', f);
   }
@@ -230,6 +244,8 @@ int perf_write_json(const perf_results_t *r, FILE *f, const char *path) {
   json_string(f, r->peer_mpi ? "mpi" : NULL);
   if (has_rounds(r))
     fprintf(f, ",\"rounds\":%d", r->rounds);
+  if (r->percentiles)
+    fputs(",\"percentiles\":1", f);
   fputs(",\"rows\":[", f);
   for (int i = 0; i < r->nrows; i++) {
     fputs(i ? ",\n  " : "\n  ", f);
@@ -281,6 +297,12 @@ static void csv_spread(FILE *f, const perf_meas_t *m, int valid) {
   csv_number(f, valid ? m->busbw_max_gbs : -1);
 }
 
+/* --percentiles: p50 and p99 of one measurement (empty when not measured). */
+static void csv_percentiles(FILE *f, const perf_meas_t *m, int valid) {
+  csv_number(f, valid ? m->p50_us : -1);
+  csv_number(f, valid ? m->p99_us : -1);
+}
+
 int perf_write_csv(const perf_results_t *r, FILE *f, const char *path) {
   fputs("collective,nranks,datatype,op,root,bytes,count,"
         "oop_time_us,oop_algbw_gbs,oop_busbw_gbs,oop_wrong,"
@@ -291,6 +313,8 @@ int perf_write_csv(const perf_results_t *r, FILE *f, const char *path) {
     fputs(",rounds,oop_time_min_us,oop_time_max_us,oop_busbw_min_gbs,oop_busbw_max_gbs,"
           "ip_time_min_us,ip_time_max_us,ip_busbw_min_gbs,ip_busbw_max_gbs,"
           "peer_time_min_us,peer_time_max_us,peer_busbw_min_gbs,peer_busbw_max_gbs", f);
+  if (r->percentiles)
+    fputs(",oop_p50_us,oop_p99_us,ip_p50_us,ip_p99_us,peer_p50_us,peer_p99_us", f);
   fputc('\n', f);
   for (int i = 0; i < r->nrows; i++) {
     const perf_row_t *row = &r->rows[i];
@@ -313,6 +337,11 @@ int perf_write_csv(const perf_results_t *r, FILE *f, const char *path) {
       csv_spread(f, &row->oop, 1);
       csv_spread(f, &row->ip, row->has_ip);
       csv_spread(f, &row->peer, row->has_peer);
+    }
+    if (r->percentiles) {
+      csv_percentiles(f, &row->oop, 1);
+      csv_percentiles(f, &row->ip, row->has_ip);
+      csv_percentiles(f, &row->peer, row->has_peer);
     }
     fputc('\n', f);
   }

@@ -21,6 +21,7 @@ typedef struct {
   int64_t wrong; /* wrong elements over all ranks; -1: not checked */
   double time_min_us, time_max_us;     /* over the rounds; one round: time_us */
   double busbw_min_gbs, busbw_max_gbs; /* over the rounds; one round: busbw_gbs */
+  double p50_us, p99_us; /* --percentiles: per call, combined as -a says; negative: none */
 } perf_meas_t;
 
 typedef struct {
@@ -41,6 +42,7 @@ typedef struct {
   int root, iters, warmup, agg_iters, average, blocking; /* blocking: -1 no stream */
   int peer_mpi, ceiling;
   int rounds; /* --rounds N: rows hold the medians when N > 1 */
+  int percentiles; /* --percentiles: the measurements have p50_us and p99_us */
   /* the rows */
   perf_row_t *rows;
   int nrows, cap;

@@ -12,6 +12,12 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
+double perf_percentile(double *v, int n, int pct) {
+  qsort(v, (size_t)n, sizeof v[0], cmp_double);
+  int k = (pct * n + 99) / 100 - 1;
+  return v[k < 0 ? 0 : k];
+}
+
 perf_stat_t perf_stat(const double *v, int n) {
   double sorted[PERF_ROUNDS_MAX];
   int k = 0;
@@ -32,12 +38,15 @@ static const perf_meas_t *meas_at(const perf_row_t *rows, int stride, int i, int
 
 static perf_meas_t fold_meas(const perf_row_t *rows, int nrounds, int stride, int i, size_t off) {
   double t[PERF_ROUNDS_MAX], alg[PERF_ROUNDS_MAX], bus[PERF_ROUNDS_MAX];
+  double p50[PERF_ROUNDS_MAX], p99[PERF_ROUNDS_MAX];
   int64_t wrong = -1;
   for (int r = 0; r < nrounds; r++) {
     const perf_meas_t *m = meas_at(rows, stride, i, r, off);
     t[r] = m->time_us;
     alg[r] = m->algbw_gbs;
     bus[r] = m->busbw_gbs;
+    p50[r] = m->p50_us;
+    p99[r] = m->p99_us;
     if (m->wrong >= 0)
       wrong = (wrong < 0 ? 0 : wrong) + m->wrong;
   }
@@ -50,7 +59,9 @@ static perf_meas_t fold_meas(const perf_row_t *rows, int nrounds, int stride, in
                        .time_min_us = ts.min,
                        .time_max_us = ts.max,
                        .busbw_min_gbs = bs.min,
-                       .busbw_max_gbs = bs.max};
+                       .busbw_max_gbs = bs.max,
+                       .p50_us = perf_stat(p50, nrounds).med,
+                       .p99_us = perf_stat(p99, nrounds).med};
 }
 
 static double fold_ceiling(const perf_row_t *rows, int nrounds, int stride, int i, int tcp) {

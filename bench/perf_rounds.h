@@ -22,10 +22,15 @@ typedef struct {
  * it was. */
 perf_stat_t perf_stat(const double *v, int n);
 
+/* The pct-th percentile (1..100) of v[0..n), n >= 1, sorting v: the
+ * smallest value that at least pct % of them do not exceed. */
+double perf_percentile(double *v, int n, int pct);
+
 /* Folds rows[r * stride + i] for r in 0..nrounds-1 (one size measured in
  * every round) into *out: per measurement the median of each figure
  * (time, algbw, busbw each its own), the min and max of time and busbw,
- * and the wrong elements of all rounds together; the ceilings' medians. */
+ * and the wrong elements of all rounds together; the ceilings' medians;
+ * with --percentiles the median of the rounds' p50s and of their p99s. */
 void perf_rounds_fold(const perf_row_t *rows, int nrounds, int stride, int i, perf_row_t *out);
 
 #endif /* PERF_ROUNDS_H */

@@ -3,6 +3,7 @@
  * per form "time algbw busbw #wrong", as nccl-tests prints it.  With
  * --rounds N > 1 the figures are the rounds' medians and busbw's min-max
  * comes before #wrong; the peer's loom/mpi is the ratio of the medians.
+ * --percentiles adds p50 and p99 (us per call) at the end of each form.
  */
 #include "perf_table.h"
 
@@ -37,10 +38,25 @@ static void form_heads(const opts_t *o, int units, int peer) {
   printf("  %6s", units ? "" : "#wrong");
   if (peer)
     printf("  %8s", units ? "(busbw)" : "loom/mpi");
+  if (o->percentiles)
+    printf("  %7s  %7s", units ? "(us)" : "p50", units ? "(us)" : "p99");
+}
+
+/* --percentiles' cells of one form (N/A: none). */
+static void print_percentiles(const opts_t *o, const perf_meas_t *m) {
+  if (!o->percentiles)
+    return;
+  char p50[32] = "N/A", p99[32] = "N/A";
+  if (m != NULL && m->p50_us >= 0) {
+    perf_fmt_time(p50, sizeof p50, m->p50_us);
+    perf_fmt_time(p99, sizeof p99, m->p99_us);
+  }
+  printf("  %7s  %7s", p50, p99);
 }
 
 static void print_heads(const opts_t *o) {
-  int loom_w = o->rounds > 1 ? 48 : 33, peer_w = o->rounds > 1 ? 50 : 35;
+  int pct_w = o->percentiles ? 18 : 0;
+  int loom_w = (o->rounds > 1 ? 48 : 33) + pct_w, peer_w = (o->rounds > 1 ? 50 : 35) + pct_w;
   int more = o->peer_mpi || o->ceiling;
   printf("#%54s%-*s", "", loom_w, "out-of-place");
   printf("%-*s", more ? loom_w : 0, "in-place");
@@ -107,6 +123,7 @@ static void print_form(const opts_t *o, totals_t *tot, const perf_meas_t *m) {
   if (o->rounds > 1)
     printf("  %13s", range);
   printf("  %6s", wstr);
+  print_percentiles(o, m);
 }
 
 /* --peer and --ceiling cells of a row. */
@@ -125,6 +142,7 @@ static void print_extra(const opts_t *o, const perf_row_t *row) {
       printf("  %13s", range);
     }
     printf("  %6s  %8s", wstr, ratio);
+    print_percentiles(o, &row->peer);
   }
   if (o->ceiling) {
     char mem[16] = "N/A", tcp[16] = "N/A";

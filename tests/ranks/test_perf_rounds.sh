@@ -114,6 +114,52 @@ rc=$?
 expect_count "^loom-perf: -G prints its own comparison .*--rounds" 1 "loom-perf -G with --rounds: refused"
 [ $rc = 2 ] && pass "loom-perf -G --rounds: exit 2" || fail "loom-perf -G --rounds: exit $rc"
 
+# ---- --percentiles --------------------------------------------------------------
+# -n 1: each form's one iteration is its mean, median and p99 alike, so the
+# three are equal exactly; -n 50 with --rounds 3: 0 < p50 <= p99 (each the
+# median over the rounds), and CSV's 6 extra columns.
+check_percentiles_json() { # FILE WHAT equal|ordered
+  [ $have_py = 1 ] || return 0
+  got=$("$PY" - "$@" <<'EOF' 2>&1
+import json, sys
+path, how = sys.argv[1], sys.argv[3]
+d = json.load(open(path))
+bad = [] if d.get("percentiles") == 1 else ["no \"percentiles\":1"]
+for r in d["rows"]:
+    for name in ("oop", "ip"):
+        m = r[name]
+        if m is None: continue
+        p50, p99, t = m.get("p50_us"), m.get("p99_us"), m.get("time_us")
+        if None in (p50, p99, t):
+            bad.append("%d B %s: p50 %r p99 %r time %r" % (r["bytes"], name, p50, p99, t))
+        elif how == "equal" and not p50 == p99 == t:
+            bad.append("%d B %s: p50 %r p99 %r time %r differ" % (r["bytes"], name, p50, p99, t))
+        elif how == "ordered" and not 0 < p50 <= p99:
+            bad.append("%d B %s: p50 %r p99 %r" % (r["bytes"], name, p50, p99))
+print("; ".join(bad) if bad else "ok")
+EOF
+)
+  if [ "$got" = ok ]; then pass "$2"; else fail "$2: $got"; fi
+}
+run_ranks 2 60 "$LOOMPERF" -b 8 -e 1K -f 32 -n 1 -w 1 --percentiles --json "$tmp/p1.json"
+check_percentiles_json "$tmp/p1.json" "loom-perf -n 1 --percentiles: p50 = p99 = the time" equal
+expect_count "^\[0\] #  *size .* #wrong  *p50  *p99 .* #wrong  *p50  *p99$" 1 \
+  "loom-perf --percentiles: the table has p50 and p99 columns"
+run_ranks 2 60 "$LOOMPERF" -b 8 -e 1K -f 32 -n 50 -w 5 -z 1 --rounds 3 --percentiles \
+  --json "$tmp/p3.json" --csv "$tmp/p3.csv"
+check_percentiles_json "$tmp/p3.json" "loom-perf -z 1 --rounds 3 --percentiles: 0 < p50 <= p99" ordered
+got=$(awk -F, '
+  NR == 1 { ok = NF == 40 && $35 == "oop_p50_us" && $40 == "peer_p99_us"; next }
+  { n++; if (NF != 40 || !(0 < $35 && $35 <= $36)) ok = 0 }
+  END { printf "%d %d", ok, n }' "$tmp/p3.csv" 2>&1)
+[ "$got" = "1 2" ] && pass "loom-perf --percentiles --csv: 6 more columns, p50 <= p99" ||
+  { fail "loom-perf --percentiles --csv: ok, rows = $got"; cat "$tmp/p3.csv"; }
+out=$("$LOOMPERF" -z 0 --percentiles 2>&1)
+rc=$?
+expect_count "^loom-perf: --percentiles times every iteration on its own" 1 \
+  "loom-perf -z 0 --percentiles: refused, saying why"
+[ $rc = 2 ] && pass "loom-perf -z 0 --percentiles: exit 2" || fail "loom-perf -z 0 --percentiles: exit $rc"
+
 # ---- --rounds 3 --peer mpi under mpirun: Loom and MPI alternate -------------------
 mpirun=${MPIRUN:-$(command -v mpirun)}
 if "$LOOMPERF" --peer mpi -o avg 2>&1 | grep -q "built without MPI"; then

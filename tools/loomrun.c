@@ -28,6 +28,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "loomrun_bind.h"
+
 #ifndef PACKAGE_VERSION
 #define PACKAGE_VERSION "0.1.0"
 #endif
@@ -59,6 +61,7 @@ static int out_dead[2]; /* our own stdout/stderr is gone (EPIPE) */
 static int wake_pipe[2] = {-1, -1};
 static volatile sig_atomic_t pending_signal;
 static struct rlimit orig_nofile;
+static cpu_set_t *bind_sets; /* --bind-to: rank r's CPUs; NULL: not bound */
 
 static double now_s(void) {
   struct timespec ts;
@@ -270,6 +273,13 @@ static void usage(FILE *f) {
           "      --timeout SEC kill the job after SEC seconds (exit code 124)\n"
           "      --keep-going  do not kill the other ranks when one fails\n"
           "      --tag-output  prefix every output line with [rank] (as mpirun's)\n"
+          "      --bind-to auto|core|numa|none\n"
+          "                    run each rank on the hardware threads of its own core\n"
+          "                    (core; ranks beyond the cores wrap round), of one NUMA\n"
+          "                    node (numa), or wherever the kernel puts it (none);\n"
+          "                    auto (the default): core when the ranks fit on the\n"
+          "                    cores, else none.  Only CPUs loomrun may use count\n"
+          "      --report-bindings  print each rank's CPUs on stderr\n"
           "      --no-prefix   no prefix (the default; kept for older scripts)\n"
           "  -h, --help        show this help\n"
           "      --version     show the version\n\n"
@@ -299,6 +309,8 @@ static void exec_rank(int r, int out_w, int err_w, char **argv) {
   sigprocmask(SIG_SETMASK, &none, NULL);
   setrlimit(RLIMIT_NOFILE, &orig_nofile);
   setpgid(0, r == 0 ? 0 : pgid);
+  if (bind_sets != NULL && sched_setaffinity(0, sizeof bind_sets[r], &bind_sets[r]) != 0)
+    fprintf(stderr, "loomrun: rank %d: cannot bind to its CPUs: %s\n", r, strerror(errno));
   if (dup2(out_w, STDOUT_FILENO) < 0 || dup2(err_w, STDERR_FILENO) < 0)
     _exit(127);
   /* Only rank 0 reads our stdin, and not a terminal: outside the
@@ -527,15 +539,41 @@ static int set_torch_env(const char *nranks_text) {
   return -1;
 }
 
+/* --bind-to: each rank's CPUs into bind_sets (NULL for none), reported on
+ * stderr with --report-bindings. */
+static int plan_bindings(enum loomrun_bind bind, int report) {
+  char why[160];
+  int wrapped = 0;
+  if (loomrun_bind_plan(&bind, nranks, &bind_sets, &wrapped, why, sizeof why) != 0) {
+    fprintf(stderr, "loomrun: --bind-to: %s\n", why);
+    return -1;
+  }
+  if (wrapped && report)
+    fprintf(stderr, "loomrun: %d ranks outnumber the %s: some share one\n", nranks,
+            bind == LOOMRUN_BIND_CORE ? "cores" : "NUMA nodes");
+  for (int r = 0; report && r < nranks; r++) {
+    char cpus[256] = "any (not bound)";
+    if (bind_sets != NULL)
+      loomrun_bind_format(&bind_sets[r], cpus, sizeof cpus);
+    fprintf(stderr, "loomrun: rank %d bound to CPUs %s\n", r, cpus);
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   double timeout = 0;
-  enum { OPT_TIMEOUT = 256, OPT_KEEP_GOING, OPT_NO_PREFIX, OPT_TAG_OUTPUT, OPT_VERSION };
+  enum { OPT_TIMEOUT = 256, OPT_KEEP_GOING, OPT_NO_PREFIX, OPT_TAG_OUTPUT, OPT_VERSION,
+         OPT_BIND_TO, OPT_REPORT_BINDINGS };
+  enum loomrun_bind bind = LOOMRUN_BIND_AUTO;
+  int report_bindings = 0;
   static const struct option longopts[] = {
       {"np", required_argument, NULL, 'n'},
       {"timeout", required_argument, NULL, OPT_TIMEOUT},
       {"keep-going", no_argument, NULL, OPT_KEEP_GOING},
       {"no-prefix", no_argument, NULL, OPT_NO_PREFIX},
       {"tag-output", no_argument, NULL, OPT_TAG_OUTPUT},
+      {"bind-to", required_argument, NULL, OPT_BIND_TO},
+      {"report-bindings", no_argument, NULL, OPT_REPORT_BINDINGS},
       {"help", no_argument, NULL, 'h'},
       {"version", no_argument, NULL, OPT_VERSION},
       {NULL, 0, NULL, 0}};
@@ -572,6 +610,16 @@ int main(int argc, char **argv) {
     case OPT_TAG_OUTPUT:
       prefix_lines = 1;
       break;
+    case OPT_BIND_TO:
+      if (loomrun_bind_parse(optarg, &bind) != 0) {
+        fprintf(stderr, "loomrun: --bind-to \"%s\": expected auto, core, numa or none\n",
+                optarg);
+        return EXIT_USAGE;
+      }
+      break;
+    case OPT_REPORT_BINDINGS:
+      report_bindings = 1;
+      break;
     case 'h':
       usage(stdout);
       return 0;
@@ -589,6 +637,8 @@ int main(int argc, char **argv) {
     return EXIT_USAGE;
   }
   char **prog = argv + optind;
+  if (plan_bindings(bind, report_bindings) != 0)
+    return EXIT_INTERNAL;
 
   /* Two pipes per rank: raise the soft descriptor limit (children get the
    * original one back). */
@@ -672,5 +722,6 @@ int main(int argc, char **argv) {
   while (nalive > 0 && (pid = waitpid(-1, &status, 0)) > 0)
     note_exit(pid, status);
   free(ranks);
+  free(bind_sets);
   return exit_code;
 }

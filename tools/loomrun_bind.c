@@ -17,7 +17,8 @@
 
 int loomrun_bind_parse(const char *text, enum loomrun_bind *out) {
   static const struct { const char *name; enum loomrun_bind how; } names[] = {
-      {"none", LOOMRUN_BIND_NONE}, {"core", LOOMRUN_BIND_CORE}, {"numa", LOOMRUN_BIND_NUMA}};
+      {"auto", LOOMRUN_BIND_AUTO}, {"none", LOOMRUN_BIND_NONE},
+      {"core", LOOMRUN_BIND_CORE}, {"numa", LOOMRUN_BIND_NUMA}};
   for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
     if (strcmp(text, names[i].name) == 0) {
       *out = names[i].how;
@@ -134,11 +135,11 @@ static int plan_numa(const cpu_set_t *allowed, int nranks, cpu_set_t *sets, int 
   return 0;
 }
 
-int loomrun_bind_plan(enum loomrun_bind how, int nranks, cpu_set_t **sets, int *wrapped,
+int loomrun_bind_plan(enum loomrun_bind *how, int nranks, cpu_set_t **sets, int *wrapped,
                       char *why, size_t why_len) {
   *sets = NULL;
   *wrapped = 0;
-  if (how == LOOMRUN_BIND_NONE)
+  if (*how == LOOMRUN_BIND_NONE)
     return 0;
   cpu_set_t allowed;
   if (sched_getaffinity(0, sizeof allowed, &allowed) != 0 || CPU_COUNT(&allowed) == 0) {
@@ -150,12 +151,20 @@ int loomrun_bind_plan(enum loomrun_bind how, int nranks, cpu_set_t **sets, int *
     snprintf(why, why_len, "out of memory");
     return -1;
   }
-  int res = how == LOOMRUN_BIND_CORE ? plan_cores(&allowed, nranks, out, wrapped)
-                                     : plan_numa(&allowed, nranks, out, wrapped);
+  int res = *how == LOOMRUN_BIND_NUMA ? plan_numa(&allowed, nranks, out, wrapped)
+                                      : plan_cores(&allowed, nranks, out, wrapped);
   if (res != 0) {
     free(out);
     snprintf(why, why_len, "out of memory");
     return -1;
+  }
+  if (*how == LOOMRUN_BIND_AUTO) {
+    *how = *wrapped ? LOOMRUN_BIND_NONE : LOOMRUN_BIND_CORE;
+    if (*wrapped) { /* ranks outnumber cores: the kernel balances them */
+      free(out);
+      *wrapped = 0;
+      return 0;
+    }
   }
   *sets = out;
   return 0;

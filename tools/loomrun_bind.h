@@ -13,22 +13,21 @@
 #include <sched.h>
 #include <stddef.h>
 
-enum loomrun_bind { LOOMRUN_BIND_NONE, LOOMRUN_BIND_CORE, LOOMRUN_BIND_NUMA };
+/* AUTO, the default: CORE when the ranks fit on the cores one each, else
+ * NONE (measured: docs/performance.md, "Binding ranks to cores"). */
+enum loomrun_bind { LOOMRUN_BIND_AUTO, LOOMRUN_BIND_NONE, LOOMRUN_BIND_CORE, LOOMRUN_BIND_NUMA };
 
-/* The default, chosen by measurement (docs/performance.md, "Binding"). */
-#define LOOMRUN_BIND_DEFAULT LOOMRUN_BIND_NONE
-#define LOOMRUN_BIND_DEFAULT_NAME "none"
-
-/* "core", "numa" or "none"; -1 for anything else. */
+/* "auto", "core", "numa" or "none"; -1 for anything else. */
 int loomrun_bind_parse(const char *text, enum loomrun_bind *out);
 
 /* The CPU set of each of nranks ranks (*sets: nranks entries, freed by
- * the caller; NULL for LOOMRUN_BIND_NONE).  core: rank r gets every
- * hardware thread of the r-th core (cores ordered by package, then core
- * id), wrapping when ranks outnumber cores (*wrapped set to 1); numa: rank
- * r gets the CPUs of NUMA node r mod the nodes that hold usable CPUs.
- * Returns 0, or -1 with a message in why. */
-int loomrun_bind_plan(enum loomrun_bind how, int nranks, cpu_set_t **sets, int *wrapped,
+ * the caller; NULL when the ranks are not bound).  core: rank r gets
+ * every hardware thread of the r-th core (cores ordered by package, then
+ * core id), wrapping when ranks outnumber cores (*wrapped set to 1); numa:
+ * rank r gets the CPUs of NUMA node r mod the nodes that hold usable CPUs;
+ * auto: core when that does not wrap, else none.  *how is left as what
+ * was done (auto resolved).  Returns 0, or -1 with a message in why. */
+int loomrun_bind_plan(enum loomrun_bind *how, int nranks, cpu_set_t **sets, int *wrapped,
                       char *why, size_t why_len);
 
 /* "0-1,4" for the report line. */

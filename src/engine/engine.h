@@ -41,6 +41,11 @@ struct loom_engine {
   void *on_late_arg;
   int spin_us;
   int busy_wait;                 /* the transport needs polling (shared memory) */
+  /* engine_wait.c: the last wait ended after a yield that let another
+   * thread run on this CPU (the peer, most likely: it shares our core), so
+   * waits yield at once instead of spinning first; gave_cpu: the latest
+   * yield of the wait in flight did */
+  int yield_first, gave_cpu;
   size_t chunk_bytes;
   /* scratch, grown on demand */
   void *temp;                    /* reduce landing slots */

@@ -3,7 +3,11 @@
  * progress while data moves; when nothing moves, spin for the first
  * microseconds (a peer on another core answers within them), then yield,
  * then sleep in the kernel on the transports' sockets, the failure-notice
- * socket and the abort eventfd.  Each task keeps its own clock, so a
+ * socket and the abort eventfd.  A rank whose peer shares its CPU (ranks
+ * outnumber cores, or the scheduler put both on one) is not answered
+ * while it spins: once a wait ended after a yield that let another thread
+ * run here, the next waits yield from their first turn (until a wait ends
+ * without that).  Each task keeps its own clock, so a
  * timeout, an abort or a notice ends that task only.  One thread can drive
  * the tasks of several communicators at once (loom_engine_wait_all).
  */
@@ -28,6 +32,9 @@
 #define ENGINE_PURE_SPIN_NS 3000u
 /* while purely spinning, read the clock every this many still turns */
 #define ENGINE_CLOCK_TURNS 16u
+/* A sched_yield that took longer than this ran another thread in between
+ * (a bare one costs 0.5-1.5 us on a VM, a switch there and back more). */
+#define ENGINE_YIELD_RAN_NS 2000u
 
 enum idle_action { IDLE_SPIN, IDLE_YIELD, IDLE_SLEEP, IDLE_ENDED };
 
@@ -94,10 +101,12 @@ static int idle_ends(struct loom_engine_task *r) {
 static enum idle_action idle_step(struct loom_engine_task *r, int *us) {
   struct loom_engine *e = r->e;
   uint64_t spin_ns = (uint64_t)e->spin_us * 1000u;
+  uint64_t pure_ns = e->yield_first ? 0 : ENGINE_PURE_SPIN_NS;
   if (r->idle_turns++ == 0) {
     r->now = r->last_progress = loom_now_ns();
+    e->gave_cpu = 0;
   } else if (r->idle_turns % ENGINE_CLOCK_TURNS != 0 &&
-             r->now - r->last_progress < ENGINE_PURE_SPIN_NS &&
+             r->now - r->last_progress < pure_ns &&
              r->now - r->last_progress < spin_ns) {
     return IDLE_SPIN;
   } else {
@@ -107,7 +116,7 @@ static enum idle_action idle_step(struct loom_engine_task *r, int *us) {
     return IDLE_ENDED;
   uint64_t still = r->now - r->last_progress;
   if (still < spin_ns)
-    return still < ENGINE_PURE_SPIN_NS ? IDLE_SPIN : IDLE_YIELD;
+    return still < pure_ns ? IDLE_SPIN : IDLE_YIELD;
   *us = ENGINE_POLL_SLICE_MS * 1000;
   if (e->busy_wait) {
     /* Shared-memory data wakes no fd: sleep in growing steps, so that
@@ -174,14 +183,31 @@ struct drive_space {
   int *notice_at;
 };
 
+/* Yields the CPU; notes on each still task's engine whether another
+ * thread ran here meanwhile. */
+static void yield_cpu(struct drive_space *d, int nstill) {
+  uint64_t t0 = loom_now_ns();
+  sched_yield();
+  int ran = loom_now_ns() - t0 > ENGINE_YIELD_RAN_NS;
+  for (int i = 0; i < nstill; i++)
+    d->still[i]->e->gave_cpu = ran;
+}
+
 /* The still tasks wait together: spin, yield, or sleep on all their fds. */
 static void wait_together(struct drive_space *d, int nstill, enum idle_action act, int us) {
   if (act == IDLE_SPIN) {
     cpu_relax();
-  } else if (act == IDLE_YIELD) {
-    sched_yield();
-  } else if (act == IDLE_SLEEP &&
-             wait_kernel(d->still, nstill, us, d->fds, d->cap, d->notice_at) != loomSuccess) {
+    return;
+  }
+  if (act == IDLE_YIELD) {
+    yield_cpu(d, nstill);
+    return;
+  }
+  if (act != IDLE_SLEEP)
+    return;
+  for (int i = 0; i < nstill; i++)
+    d->still[i]->e->gave_cpu = 0; /* an answer after a sleep says nothing of our CPU */
+  if (wait_kernel(d->still, nstill, us, d->fds, d->cap, d->notice_at) != loomSuccess) {
     const char *why = loom_last_error();
     for (int i = 0; i < nstill; i++) {
       struct loom_engine *e = d->still[i]->e;
@@ -227,6 +253,8 @@ static void drive(struct loom_engine_task *const *rs, int n, struct drive_space 
       if (n > 1)
         loom_log_set_rank(r->e->rank);
       enum loom_engine_state st = loom_engine_progress(r->e, &res);
+      if (st != LOOM_ENGINE_STILL && r->idle_turns > 0) /* a wait ended: answered from our CPU? */
+        r->e->yield_first = r->e->gave_cpu;
       if (st == LOOM_ENGINE_DONE && !(live[i] = (unsigned char)next_task(nx, i, r)))
         continue;
       active++;

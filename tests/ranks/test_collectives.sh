@@ -51,6 +51,12 @@ one_sock_types=float32,bfloat16,int64,uint8
 [ "$light" = 1 ] && one_sock_types=float32,uint8
 LOOM_SOCKET_NSOCKS=1 run_ranks 4 300 "$CT" -s 1,1021,262147 -t $one_sock_types -o sum,prod,avg
 expect_count "cases passed" 4 "1 socket, 4 ranks"
+# Ranks sharing one CPU (a rank waiting for a peer that runs on its own
+# CPU yields from its first turn, engine_wait.c): 3 ranks on CPU 0.
+out=$(timeout -k 5 130 taskset -c 0 "$LOOMRUN" --tag-output --timeout 120 -n 3 "$CT" \
+  -s 1,1021,70001 -t float32,int8 -o sum,max -r 3 2>&1)
+rc=$?
+expect_count "cases passed" 3 "3 ranks on one CPU (taskset -c 0), repeated calls"
 # Repeated calls on one communicator (PreMulSum ops created and freed each time).
 run_ranks 5 300 "$CT" -s 3,4099 -t float16,int32 -o sum,prod,premulsum -r 20
 expect_count "cases passed" 5 "20 repetitions on 5 ranks"

@@ -197,6 +197,51 @@ expect_eq "keep-going: rank 2 ran to its end" "[2] done" "$(cat "$tmp/out")"
 if [ "$ms" -ge 1000 ]; then pass "keep-going: waited for all"; else fail "keep-going: returned after $ms ms"; fi
 expect_eq "keep-going: one message per failure" 2 "$(grep -cE '^loomrun: rank [01] \(pid [0-9]+\) exited with status [56]$' "$tmp/err")"
 
+# ---- --bind-to -------------------------------------------------------------------
+# Each rank runs on the CPUs --report-bindings names for it; only CPUs
+# loomrun itself may use count; ranks of different cores share none.
+own_cpus='grep Cpus_allowed_list /proc/$$/status | cut -f2'
+run --bind-to core --report-bindings -n 3 sh -c "$own_cpus" "$MARK"
+expect_eq "bind-to core: exit code" 0 "$rc"
+said=$(sed -n 's/^loomrun: rank \([0-9]*\) bound to CPUs \(.*\)$/[\1] \2/p' "$tmp/err" | sort)
+expect_eq "bind-to core: each rank runs where --report-bindings says" "$said" "$(sort "$tmp/out")"
+ncpu=$(nproc)
+expand_cpus() { # "0-2,5" -> one CPU a line
+  printf '%s\n' "$1" | tr ',' '\n' | while IFS=- read -r lo hi; do seq "$lo" "${hi:-$lo}"; done
+}
+if [ "$ncpu" -ge 2 ]; then
+  r0=$(sed -n 's/^\[0\] //p' "$tmp/out"); r1=$(sed -n 's/^\[1\] //p' "$tmp/out")
+  shared=$( (expand_cpus "$r0"; expand_cpus "$r1") | sort -n | uniq -d | tr '\n' ' ')
+  if [ -n "$r0" ] && [ -n "$r1" ] && [ -z "$shared" ]; then
+    pass "bind-to core: ranks 0 and 1 on different CPUs ($r0 / $r1)"
+  else
+    fail "bind-to core: ranks 0 and 1 share CPUs ($r0 / $r1: $shared)"
+  fi
+else
+  echo "SKIP: bind-to core on different CPUs: one CPU here"
+fi
+taskset -c 0 "$LOOMRUN" --tag-output --bind-to core -n 2 sh -c "$own_cpus" "$MARK" >"$tmp/out" 2>"$tmp/err"
+expect_eq "bind-to core under taskset -c 0: every rank on CPU 0" $'[0] 0\n[1] 0' "$(sort "$tmp/out")"
+run --bind-to numa --report-bindings -n 2 sh -c "$own_cpus" "$MARK"
+said=$(sed -n 's/^loomrun: rank \([0-9]*\) bound to CPUs \(.*\)$/[\1] \2/p' "$tmp/err" | sort)
+expect_eq "bind-to numa: each rank runs where --report-bindings says" "$said" "$(sort "$tmp/out")"
+mine=$(sh -c "$own_cpus")
+run --bind-to none -n 2 sh -c "$own_cpus" "$MARK"
+expect_eq "bind-to none: every rank on loomrun's CPUs" "[0] $mine"$'\n'"[1] $mine" "$(sort "$tmp/out")"
+# auto (the default): bound to cores while the ranks fit, else not bound.
+run --report-bindings -n 2 sh -c "$own_cpus" "$MARK"
+said=$(sed -n 's/^loomrun: rank \([0-9]*\) bound to CPUs \(.*\)$/[\1] \2/p' "$tmp/err" | sort)
+expect_eq "bind-to auto, 2 ranks: each rank runs where --report-bindings says" "$said" "$(sort "$tmp/out")"
+over=$((ncpu + 1))
+run --report-bindings -n $over sh -c "$own_cpus" "$MARK"
+expect_eq "bind-to auto, $over ranks on $ncpu CPUs: not bound, said so" "$over" \
+  "$(grep -c '^loomrun: rank [0-9]* bound to CPUs any (not bound)$' "$tmp/err")"
+expect_eq "bind-to auto, $over ranks: every rank on loomrun's CPUs" "$over" "$(grep -c " $mine\$" "$tmp/out")"
+run --bind-to socket -n 2 true
+expect_eq "bind-to: an unknown value is refused (exit 2)" 2 "$rc"
+expect_eq "bind-to: the message names it" 'loomrun: --bind-to "socket": expected auto, core, numa or none' \
+  "$(cat "$tmp/err")"
+
 # ---- leftovers of the ranks' own children ------------------------------------------
 run -n 2 sh -c 'sh -c "sleep '$SLP'; :" "$0-child" & echo started' "$MARK"
 expect_eq "children: ranks exit 0" 0 "$rc"

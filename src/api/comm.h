@@ -4,6 +4,7 @@
 #ifndef LOOM_API_COMM_H
 #define LOOM_API_COMM_H
 
+#include "api/plan_cache.h"
 #include "bootstrap/bootstrap.h"
 #include "device/device.h"
 #include "engine/engine.h"
@@ -30,6 +31,7 @@ struct loomComm {
   /* schedule storage for one call (grown for large send/recv batches) */
   struct loom_step *sched_steps;
   int sched_cap;
+  struct loom_plan_cache plans; /* the last call shapes' schedules */
   /* work space, grown on demand, used under op_lock */
   void *scratch;        /* SCRATCH of schedules */
   size_t scratch_bytes;

@@ -69,11 +69,18 @@ static struct loom_plan_args plan_args(loomComm_t comm, enum loom_coll coll, int
   };
 }
 
-/* Plans call c into p->sched; returns the algorithm's name, NULL on
- * failure (reported). */
+/* Plans call c into p->sched, or takes the schedule of the same shape
+ * from the cache; returns the algorithm's name, NULL on failure
+ * (reported). */
 static const char *plan_call(loomComm_t comm, const struct loom_call *c, enum loom_coll coll,
                              size_t count, size_t esize, struct loom_posted *p) {
   int n = comm->nranks;
+  loom_sched_init(&p->sched, comm->sched_steps, comm->sched_cap);
+  struct loom_plan_key key = {.coll = coll, .root = c->root, .count = count, .elem_size = esize};
+  int cacheable = c->v == NULL && c->coll != LOOM_COLL_ALLTOALL;
+  const char *cached = cacheable ? loom_plan_cache_get(&comm->plans, &key, &p->sched) : NULL;
+  if (cached != NULL)
+    return cached;
   struct loom_plan_args pa = plan_args(comm, coll, c->root, count, esize);
   size_t *v = c->v, *owned = NULL;
   if (c->coll == LOOM_COLL_ALLTOALL) {
@@ -90,12 +97,13 @@ static const char *plan_call(loomComm_t comm, const struct loom_call *c, enum lo
     pa.recvcounts = v + 2 * n;
     pa.rdispls = v + 3 * n;
   }
-  loom_sched_init(&p->sched, comm->sched_steps, comm->sched_cap);
   const char *algo = loom_plan(&pa, &p->sched);
   free(owned);
   if (algo == NULL)
     loom_error(loomInternalError, LOOM_LOG_COLL, "rank %d: %s: the schedule does not fit in %d steps",
                comm->rank, loom_coll_name(c->coll), comm->sched_cap);
+  else if (cacheable)
+    loom_plan_cache_put(&comm->plans, &key, algo, &p->sched);
   return algo;
 }
 

@@ -353,6 +353,7 @@ static void comm_free(loomComm_t comm) {
   pthread_cond_destroy(&comm->inflight_done);
   free(comm->engine.conns);
   free(comm->sched_steps);
+  loom_plan_cache_free(&comm->plans);
   free(comm->scratch);
   free(comm->premul);
   free(comm->bucket_send);

@@ -1,9 +1,11 @@
 /*
  * check_plan.c — unit tests of the tuner (src/plan/plan.c) and of LOOM_ALGO
  * parsing (src/plan/algo.c): which algorithm each size and rank count gets,
- * what forcing does, and the messages for bad specs.
+ * what forcing does, and the messages for bad specs; the cache of
+ * planned schedules (src/api/plan_cache.c).
  */
 #include "plan/plan.h"
+#include "api/plan_cache.h"
 
 #include <check.h>
 #include <math.h>
@@ -475,6 +477,77 @@ START_TEST(proto_choice) {
 }
 END_TEST
 
+/* ---- the plan cache ------------------------------------------------------------ */
+
+#define CACHE_STEPS LOOM_SCHED_MAX_STEPS(8)
+
+/* Plans coll for rank 1 of 5 ranks into s (steps of CACHE_STEPS). */
+static const char *plan_shape(const struct loom_plan_key *k, struct loom_schedule *s,
+                              struct loom_step *steps) {
+  loom_sched_init(s, steps, CACHE_STEPS);
+  struct loom_plan_args a = {.coll = k->coll, .rank = 1, .nranks = 5, .root = k->root,
+                             .count = k->count, .elem_size = k->elem_size};
+  return loom_plan(&a, s);
+}
+
+/* A hit gives back exactly the schedule that was put, in the caller's
+ * steps; other shapes, and a caller with too few steps, miss. */
+START_TEST(plan_cache_hit_is_the_planned_schedule) {
+  static struct loom_step planned[CACHE_STEPS], got[CACHE_STEPS];
+  struct loom_plan_cache pc = {0};
+  const struct loom_plan_key shapes[] = {
+      {LOOM_COLL_ALLREDUCE, -1, 3, 4},      {LOOM_COLL_ALLREDUCE, -1, 1 << 20, 4},
+      {LOOM_COLL_BROADCAST, 2, 1000, 8},    {LOOM_COLL_ALLGATHER, -1, 4099, 2}};
+  for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+    struct loom_schedule s, out;
+    const char *algo = plan_shape(&shapes[i], &s, planned);
+    ck_assert_ptr_nonnull(algo);
+    ck_assert_int_gt(s.nsteps, 0);
+    loom_sched_init(&out, got, CACHE_STEPS);
+    ck_assert_ptr_null(loom_plan_cache_get(&pc, &shapes[i], &out));
+    loom_plan_cache_put(&pc, &shapes[i], algo, &s);
+    memset(got, 0xa5, sizeof got);
+    ck_assert_str_eq(loom_plan_cache_get(&pc, &shapes[i], &out), algo);
+    ck_assert_ptr_eq(out.steps, got);
+    ck_assert_int_eq(out.cap, CACHE_STEPS);
+    ck_assert_int_eq(out.nsteps, s.nsteps);
+    ck_assert_uint_eq(out.scratch_count, s.scratch_count);
+    ck_assert_uint_eq(out.slice_bytes, s.slice_bytes);
+    ck_assert_int_eq(memcmp(&out.copy, &s.copy, sizeof s.copy), 0);
+    ck_assert_int_eq(memcmp(&out.fold, &s.fold, sizeof s.fold), 0);
+    ck_assert_int_eq(memcmp(got, planned, sizeof *got * (size_t)s.nsteps), 0);
+    /* a caller whose array is too small for it misses */
+    struct loom_schedule small;
+    loom_sched_init(&small, got, s.nsteps - 1);
+    ck_assert_ptr_null(loom_plan_cache_get(&pc, &shapes[i], &small));
+  }
+  /* every field of the key counts */
+  struct loom_schedule out;
+  loom_sched_init(&out, got, CACHE_STEPS);
+  struct loom_plan_key k = shapes[2];
+  k.root = 3;
+  ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out));
+  k = shapes[2];
+  k.elem_size = 4;
+  ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out));
+  k = shapes[0];
+  k.count = 4;
+  ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out));
+  k = shapes[0];
+  k.coll = LOOM_COLL_REDUCESCATTER;
+  ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out));
+  /* a fifth shape replaces the oldest, the others stay */
+  struct loom_schedule s;
+  struct loom_plan_key fifth = {LOOM_COLL_REDUCE, 0, 77, 4};
+  loom_plan_cache_put(&pc, &fifth, plan_shape(&fifth, &s, planned), &s);
+  ck_assert_ptr_nonnull(loom_plan_cache_get(&pc, &fifth, &out));
+  ck_assert_ptr_null(loom_plan_cache_get(&pc, &shapes[0], &out));
+  for (int i = 1; i < 4; i++)
+    ck_assert_ptr_nonnull(loom_plan_cache_get(&pc, &shapes[i], &out));
+  loom_plan_cache_free(&pc);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("plan");
   TCase *tc = tcase_create("plan");
@@ -493,6 +566,7 @@ int main(void) {
   tcase_add_test(tc, tuner_forced_and_fallback);
   tcase_add_test(tc, tuner_with_nodes);
   tcase_add_test(tc, runs_and_names);
+  tcase_add_test(tc, plan_cache_hit_is_the_planned_schedule);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

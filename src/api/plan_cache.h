@@ -1,0 +1,51 @@
+/*
+ * plan_cache.h — the schedules of a communicator's last call shapes, so a
+ * training loop's repeated calls are not planned again each time.  A
+ * schedule depends only on the shape (collective, count, element size,
+ * root) and on what the communicator fixed at init (ranks, topology,
+ * LOOM_ALGO/LOOM_PROTO, tune file, links, chunk size, channels), never on
+ * the buffers, so a cached one is exactly what planning would give.
+ * All-to-all(-v) calls, whose schedules depend on their count arrays, are
+ * not cached.
+ */
+#ifndef LOOM_PLAN_CACHE_H
+#define LOOM_PLAN_CACHE_H
+
+#include <stddef.h>
+
+#include "core/coll.h"
+#include "sched/schedule.h"
+
+#define LOOM_PLAN_CACHE_ENTRIES 4
+
+struct loom_plan_key {
+  enum loom_coll coll;
+  int root;
+  size_t count, elem_size;
+};
+
+struct loom_plan_entry {
+  struct loom_plan_key key;
+  const char *algo;              /* NULL: empty */
+  struct loom_schedule sched;    /* its steps below, not the caller's */
+  struct loom_step *steps;
+  int steps_cap;
+};
+
+struct loom_plan_cache {
+  struct loom_plan_entry entry[LOOM_PLAN_CACHE_ENTRIES];
+  int next; /* the entry replaced next */
+};
+
+/* On a hit, copies the cached schedule into *out (whose steps array, of
+ * out->cap entries, receives the steps) and returns its algorithm's name;
+ * NULL on a miss. */
+const char *loom_plan_cache_get(const struct loom_plan_cache *pc, const struct loom_plan_key *key,
+                                struct loom_schedule *out);
+/* Keeps a copy of schedule s planned for key (best effort: out of memory
+ * keeps nothing). */
+void loom_plan_cache_put(struct loom_plan_cache *pc, const struct loom_plan_key *key,
+                         const char *algo, const struct loom_schedule *s);
+void loom_plan_cache_free(struct loom_plan_cache *pc);
+
+#endif /* LOOM_PLAN_CACHE_H */

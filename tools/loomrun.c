@@ -41,6 +41,7 @@
 #define EXIT_USAGE 2
 #define EXIT_INTERNAL 125
 #define EXIT_TIMEOUT 124
+#define FD_RESERVE 64 /* descriptors besides the ranks' pipes */
 
 struct stream {
   int fd; /* read end of the pipe; -1 when closed */
@@ -62,6 +63,7 @@ static int wake_pipe[2] = {-1, -1};
 static volatile sig_atomic_t pending_signal;
 static struct rlimit orig_nofile;
 static cpu_set_t *bind_sets; /* --bind-to: rank r's CPUs; NULL: not bound */
+static int merge_stderr; /* too few descriptors: a rank's stderr joins its stdout pipe */
 
 static double now_s(void) {
   struct timespec ts;
@@ -292,6 +294,8 @@ static void usage(FILE *f) {
           "port) unless already set,\n"
           "LOOM_SOCKET_IFNAME=lo (unless already set) and LOOM_COMM_SECRET (32 random\n"
           "bytes for this job, unless already set: only its ranks can join it).\n"
+          "Each rank's stdout and stderr are read through pipes; when the open-file\n"
+          "limit (raised to the hard one) is too low for two a rank, stderr joins stdout.\n"
           "Exit status: 0 when every rank succeeded, else that of the first rank\n"
           "that failed (128+N for signal N); 124 on timeout; 2 on bad usage;\n"
           "125 when loomrun itself fails.\n",
@@ -388,8 +392,8 @@ static void reap(void) {
 
 /* Starts rank r; -1 (with a message) when it could not be. */
 static int start_rank(int r, char **prog) {
-  int po[2] = {-1, -1}, pe[2];
-  if (pipe2(po, O_CLOEXEC) != 0 || pipe2(pe, O_CLOEXEC) != 0) {
+  int po[2] = {-1, -1}, pe[2] = {-1, -1};
+  if (pipe2(po, O_CLOEXEC) != 0 || (!merge_stderr && pipe2(pe, O_CLOEXEC) != 0)) {
     fprintf(stderr, "loomrun: pipe: %s\n", strerror(errno));
     if (po[0] >= 0) {
       close(po[0]);
@@ -399,11 +403,12 @@ static int start_rank(int r, char **prog) {
   }
   pid_t pid = fork();
   if (pid == 0)
-    exec_rank(r, po[1], pe[1], prog);
+    exec_rank(r, po[1], merge_stderr ? po[1] : pe[1], prog);
   close(po[1]);
-  close(pe[1]);
+  if (pe[1] >= 0)
+    close(pe[1]);
   ranks[r].out[0].fd = po[0];
-  ranks[r].out[1].fd = pe[0];
+  ranks[r].out[1].fd = pe[0]; /* -1 when merged */
   if (pid < 0) {
     fprintf(stderr, "loomrun: fork: %s\n", strerror(errno));
     close_stream(r, 0);
@@ -539,6 +544,35 @@ static int set_torch_env(const char *nranks_text) {
   return -1;
 }
 
+/* Two pipes per rank (stdout, stderr): raises the soft descriptor limit
+ * as far as the hard one allows (children get the original back).  When
+ * that is still too few, each rank's stderr goes into its stdout pipe, one
+ * descriptor a rank (said once on our stderr); -1 when even that is too
+ * many. */
+static int fit_descriptors(void) {
+  getrlimit(RLIMIT_NOFILE, &orig_nofile);
+  struct rlimit raised = orig_nofile;
+  rlim_t two = (rlim_t)(2 * nranks + FD_RESERVE), one = (rlim_t)(nranks + FD_RESERVE);
+  if (raised.rlim_cur == RLIM_INFINITY || raised.rlim_cur >= two)
+    return 0;
+  raised.rlim_cur = raised.rlim_max;
+  if (setrlimit(RLIMIT_NOFILE, &raised) != 0)
+    raised.rlim_cur = orig_nofile.rlim_cur;
+  if (raised.rlim_cur == RLIM_INFINITY || raised.rlim_cur >= two)
+    return 0;
+  if (raised.rlim_cur < one) {
+    fprintf(stderr, "loomrun: %d ranks need %llu open files (one pipe each), but the limit is "
+            "%llu: raise it (ulimit -n) or start fewer ranks\n",
+            nranks, (unsigned long long)one, (unsigned long long)raised.rlim_cur);
+    return -1;
+  }
+  merge_stderr = 1;
+  fprintf(stderr, "loomrun: %d ranks need %llu open files for separate stdout and stderr pipes "
+          "but the limit is %llu (ulimit -Hn): each rank's stderr goes to its stdout\n",
+          nranks, (unsigned long long)two, (unsigned long long)raised.rlim_cur);
+  return 0;
+}
+
 /* --bind-to: each rank's CPUs into bind_sets (NULL for none), reported on
  * stderr with --report-bindings. */
 static int plan_bindings(enum loomrun_bind bind, int report) {
@@ -640,15 +674,8 @@ int main(int argc, char **argv) {
   if (plan_bindings(bind, report_bindings) != 0)
     return EXIT_INTERNAL;
 
-  /* Two pipes per rank: raise the soft descriptor limit (children get the
-   * original one back). */
-  getrlimit(RLIMIT_NOFILE, &orig_nofile);
-  struct rlimit raised = orig_nofile;
-  if (raised.rlim_cur != RLIM_INFINITY &&
-      (raised.rlim_cur < (rlim_t)(2 * nranks + 64))) {
-    raised.rlim_cur = raised.rlim_max;
-    setrlimit(RLIMIT_NOFILE, &raised);
-  }
+  if (fit_descriptors() != 0)
+    return EXIT_INTERNAL;
 
   /* The job-wide environment. */
   const char *comm_id = getenv("LOOM_COMM_ID");

@@ -242,6 +242,27 @@ expect_eq "bind-to: an unknown value is refused (exit 2)" 2 "$rc"
 expect_eq "bind-to: the message names it" 'loomrun: --bind-to "socket": expected auto, core, numa or none' \
   "$(cat "$tmp/err")"
 
+# ---- many ranks, few descriptors ---------------------------------------------------
+# Under a hard limit too low for two pipes a rank, each rank's stderr joins
+# its stdout (said once); under one too low for one pipe a rank, a clear
+# refusal.
+(ulimit -n 300 && exec "$LOOMRUN" --tag-output -n 200 sh -c 'echo out$LOOM_RANK; echo err$LOOM_RANK >&2' "$MARK") \
+  >"$tmp/out" 2>"$tmp/err"
+rc=$?
+expect_eq "fds: 200 ranks under ulimit -n 300: exit code" 0 "$rc"
+expect_eq "fds: every rank's stdout and stderr lines, under its own prefix" "400 0" \
+  "$(wc -l <"$tmp/out") $(grep -cvE '^\[([0-9]+)\] (out|err)\1$' "$tmp/out")"
+expect_eq "fds: said once why stderr joins stdout" \
+  "loomrun: 200 ranks need 464 open files for separate stdout and stderr pipes but the limit is 300 (ulimit -Hn): each rank's stderr goes to its stdout" \
+  "$(cat "$tmp/err")"
+(ulimit -n 150 && exec "$LOOMRUN" -n 200 true) >"$tmp/out" 2>"$tmp/err"
+rc=$?
+expect_eq "fds: 200 ranks under ulimit -n 150: refused (125)" 125 "$rc"
+expect_eq "fds: the refusal says what to do" \
+  "loomrun: 200 ranks need 264 open files (one pipe each), but the limit is 150: raise it (ulimit -n) or start fewer ranks" \
+  "$(cat "$tmp/err")"
+no_leftovers "fds"
+
 # ---- leftovers of the ranks' own children ------------------------------------------
 run -n 2 sh -c 'sh -c "sleep '$SLP'; :" "$0-child" & echo started' "$MARK"
 expect_eq "children: ranks exit 0" 0 "$rc"

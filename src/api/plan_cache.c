@@ -25,7 +25,8 @@ const char *loom_plan_cache_get(const struct loom_plan_cache *pc, const struct l
     *out = e->sched;
     out->steps = steps;
     out->cap = cap;
-    memcpy(steps, e->steps, sizeof *steps * (size_t)e->sched.nsteps);
+    if (e->sched.nsteps > 0) /* a 1-rank call has none, and maybe no array */
+      memcpy(steps, e->steps, sizeof *steps * (size_t)e->sched.nsteps);
     return e->algo;
   }
   return NULL;
@@ -43,7 +44,8 @@ void loom_plan_cache_put(struct loom_plan_cache *pc, const struct loom_plan_key 
     e->steps = grown;
     e->steps_cap = s->nsteps;
   }
-  memcpy(e->steps, s->steps, sizeof *e->steps * (size_t)s->nsteps);
+  if (s->nsteps > 0)
+    memcpy(e->steps, s->steps, sizeof *e->steps * (size_t)s->nsteps);
   e->sched = *s;
   e->sched.steps = NULL;
   e->sched.cap = 0;

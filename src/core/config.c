@@ -172,6 +172,16 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          .help = "1 (default): data received over shared memory for a reduction is "
                  "reduced straight from the FIFO; 0: copied to a staging slot first "
                  "(one more copy; for comparison)"},
+    [LOOM_PARAM_SHM_NODE_BYTES] =
+        {.name = "LOOM_SHM_NODE_BYTES",
+         .type = LOOM_PARAM_T_SIZE,
+         .default_value = "1G",
+         .min = 64 << 10,
+         .max = (int64_t)1 << 40,
+         .help = "the most all shared-memory FIFOs of one host may take together (each "
+                 "of n local ranks holds n of them); also at most half of /dev/shm's "
+                 "size. Many local ranks get fewer and smaller cells to fit; every rank "
+                 "of a host must have the same value"},
     [LOOM_PARAM_ALGO] =
         {.name = "LOOM_ALGO",
          .type = LOOM_PARAM_T_STRING,

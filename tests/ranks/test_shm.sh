@@ -2,7 +2,7 @@
 # The shared-memory transport: chosen for ranks of one host (and not with
 # LOOM_SHM_DISABLE=1), single copy where allowed with LOOM_SHM_CMA=1,
 # reductions read in place or staged (LOOM_SHM_DIRECT_REDUCE), a /dev/shm
-# too small explained, segments of killed ranks removed, nothing left in
+# too small explained, FIFOs that shrink to fit a small /dev/shm, segments of killed ranks removed, nothing left in
 # /dev/shm.
 . "$(dirname "$0")/lib.sh"
 CT="$TESTBIN/ranks/coll_test"
@@ -37,15 +37,40 @@ else
   fail "stale segment $stale: still there or not logged"; rm -f "$stale"
 fi
 
-# /dev/shm too small: a clear error naming the size and LOOM_SHM_DISABLE.
+# /dev/shm too small even for the smallest FIFOs: a clear error naming the
+# size and what to do.  Then the FIFOs shrinking to fit (LOOM_SHM_NODE_BYTES
+# and half of /dev/shm, shm_layout.c): 8 ranks through a whole sweep to
+# 64 MiB inside a container-sized 64 MiB /dev/shm, 4 cells a FIFO.
 if unshare -m true 2>/dev/null; then
-  out=$(unshare -m sh -c 'mount -t tmpfs -o size=256k tmpfs /dev/shm &&
+  out=$(unshare -m sh -c 'mount -t tmpfs -o size=16k tmpfs /dev/shm &&
         timeout -k 5 70 "$0" --keep-going --timeout 60 -n 3 "$1" -s 1 -t int8 -o sum' \
         "$LOOMRUN" "$CT" 2>&1)
-  expect_count "FAIL: loomCommInitRank.*needs [0-9]* bytes in /dev/shm .*LOOM_SHM_DISABLE=1" 3 \
+  expect_count "FAIL: loomCommInitRank.*needs [0-9]* bytes in /dev/shm .*LOOM_SHM_NODE_BYTES.*LOOM_SHM_DISABLE=1" 3 \
     "/dev/shm too small: every rank says how much it needs and how to avoid it"
+  out=$(unshare -m sh -c 'mount -t tmpfs -o size=64m tmpfs /dev/shm &&
+        LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET timeout -k 5 310 "$0" --tag-output --timeout 300 -n 8 \
+        "$1" -b 8 -e 64M -f 8 -n 2 -w 1' "$LOOMRUN" "$LOOMPERF" 2>&1)
+  rc=$?
+  expect_count "Out of bounds values : 0 OK" 1 "8 ranks, a sweep to 64 MiB checked, in a 64 MiB /dev/shm (rc $rc)"
+  expect_count "segment .*, 8 FIFOs of 4 x 65600 bytes (the host.s 8 ranks: 16798208 bytes, allowed 33554432" 8 \
+    "8 ranks in a 64 MiB /dev/shm: 4 cells a FIFO, 16 MiB in all, half of /dev/shm allowed"
+  # 128 ranks (issue 22: 8.1 GiB of FIFOs before) through a checked sweep
+  # in a 1 GiB /dev/shm: half of it allowed, 2 cells of 8 KiB a FIFO.  Not
+  # in the sanitizer build (LOOM_TEST_LIGHT): 128 instrumented processes
+  # would not fit in memory.
+  if [ "${LOOM_TEST_LIGHT:-0}" = 1 ]; then
+    echo "SKIP: 128 ranks in a 1 GiB /dev/shm (LOOM_TEST_LIGHT=1)"
+  else
+  out=$(unshare -m sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm &&
+        LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET timeout -k 5 310 "$0" --tag-output --timeout 300 \
+        -n 128 "$1" -b 8 -e 64K -f 8 -n 2 -w 1' "$LOOMRUN" "$LOOMPERF" 2>&1)
+  rc=$?
+  expect_count "Out of bounds values : 0 OK" 1 "128 ranks, a checked sweep, in a 1 GiB /dev/shm (rc $rc)"
+  expect_count "128 FIFOs of 2 x 8256 bytes (the host's 128 ranks: 271589376 bytes, allowed 536870912" 128 \
+    "128 ranks: 2 cells of 8 KiB a FIFO, 259 MiB in all"
+  fi
 else
-  echo "SKIP: /dev/shm too small (cannot unshare the mount namespace here)"
+  echo "SKIP: /dev/shm too small, and the 64 MiB and 1 GiB /dev/shm runs (cannot unshare the mount namespace here)"
 fi
 check_no_leftovers coll_test
 finish

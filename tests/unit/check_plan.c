@@ -545,6 +545,15 @@ START_TEST(plan_cache_hit_is_the_planned_schedule) {
   for (int i = 1; i < 4; i++)
     ck_assert_ptr_nonnull(loom_plan_cache_get(&pc, &shapes[i], &out));
   loom_plan_cache_free(&pc);
+  /* a schedule of no steps (one rank) into an entry with no array yet,
+   * and back into a caller's empty array */
+  struct loom_plan_key one = {LOOM_COLL_ALLREDUCE, -1, 8, 4};
+  struct loom_schedule none;
+  loom_sched_init(&none, NULL, 0);
+  loom_plan_cache_put(&pc, &one, "none", &none);
+  ck_assert_str_eq(loom_plan_cache_get(&pc, &one, &none), "none");
+  ck_assert_int_eq(none.nsteps, 0);
+  loom_plan_cache_free(&pc);
 }
 END_TEST
 

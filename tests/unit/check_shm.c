@@ -11,6 +11,7 @@
 #include "core/timeutil.h"
 #include "transport.h"
 #include "shm/shm.h"
+#include "shm/shm_layout.h"
 
 #include <check.h>
 #include <pthread.h>
@@ -136,6 +137,52 @@ START_TEST(sizes_two_copies) {
   all_sizes();
   unsetenv("LOOM_SHM_CMA");
   loom_config_reload();
+}
+END_TEST
+
+/* Every size through the smallest cells: a 64 KiB budget gives 2 ranks 2
+ * cells of 4 KiB, so messages cross many cells and the ring wraps often. */
+START_TEST(sizes_small_cells) {
+  setenv("LOOM_SHM_CMA", "0", 1);
+  setenv("LOOM_SHM_NODE_BYTES", "64K", 1);
+  loom_config_reload();
+  struct shm_layout l = shm_layout_for(2, 64 << 10);
+  ck_assert_uint_eq(l.cells, 2);
+  ck_assert_uint_eq(l.cell_bytes, SHM_LINE + SHM_PAYLOAD_MIN);
+  all_sizes();
+  unsetenv("LOOM_SHM_CMA");
+  unsetenv("LOOM_SHM_NODE_BYTES");
+  loom_config_reload();
+}
+END_TEST
+
+/* The layout: today's for a few ranks, within the budget for many, never
+ * below the minimum, cells a power of two. */
+START_TEST(layout_bounded) {
+  const uint64_t gib = 1ull << 30;
+  struct shm_layout l = shm_layout_for(2, gib);
+  ck_assert_uint_eq(l.cells, SHM_CELLS_FEW_RANKS);
+  ck_assert_uint_eq(l.cell_bytes, SHM_LINE + SHM_PAYLOAD_MAX);
+  l = shm_layout_for(8, gib);
+  ck_assert_uint_eq(l.cells, SHM_CELLS_MANY_RANKS);
+  ck_assert_uint_eq(l.cell_bytes, SHM_LINE + SHM_PAYLOAD_MAX);
+  for (int n = 1; n <= 256; n++)
+    for (uint64_t budget = 32ull << 20; budget <= gib; budget *= 32) {
+      l = shm_layout_for(n, budget);
+      ck_assert_msg((l.cells & (l.cells - 1)) == 0 && l.cells >= SHM_CELLS_MIN, "%u cells",
+                    l.cells);
+      ck_assert_uint_eq(l.node_bytes, (uint64_t)n * shm_seg_bytes((uint32_t)n, l.cells,
+                                                                  l.cell_bytes));
+      int at_min = l.cells == SHM_CELLS_MIN && l.cell_bytes == SHM_LINE + SHM_PAYLOAD_MIN;
+      ck_assert_msg(l.node_bytes <= budget || at_min, "%d ranks: %llu bytes over %llu", n,
+                    (unsigned long long)l.node_bytes, (unsigned long long)budget);
+    }
+  /* issue 22's bounds: 128 ranks within 1 GiB, 8 within half of 64 MiB */
+  ck_assert_uint_le(shm_layout_for(128, gib).node_bytes, gib);
+  ck_assert_uint_le(shm_layout_for(8, 32u << 20).node_bytes, 32u << 20);
+  /* the budget: the parameter, or half of the file system's size */
+  ck_assert_uint_eq(shm_layout_budget(12345, "/no/such/dir"), 12345);
+  ck_assert_uint_le(shm_layout_budget(1ull << 40, "/dev/shm"), 1ull << 39);
 }
 END_TEST
 
@@ -322,6 +369,8 @@ int main(void) {
   tcase_set_timeout(tc, 60);
   tcase_add_test(tc, sizes);
   tcase_add_test(tc, sizes_two_copies);
+  tcase_add_test(tc, sizes_small_cells);
+  tcase_add_test(tc, layout_bounded);
   tcase_add_test(tc, many_queued_both_ways);
   tcase_add_test(tc, read_in_place_sizes);
   tcase_add_test(tc, read_in_place_mismatch);

@@ -5,6 +5,7 @@
  * gone (pid liveness) instead of waiting out the timeout.
  */
 #include "shm.h"
+#include "shm_layout.h"
 #include "common/fifo.h"
 #include "common/msg_check.h"
 #include "core/error.h"
@@ -21,17 +22,12 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Cells per FIFO, powers of two (cell_at() masks): two pipeline slices
- * (LOOM_CHUNK_BYTES' default, 512 KiB) where a host has few ranks, one
- * where it has more: /dev/shm holds nlocal^2 FIFOs. */
-#define SHM_CELLS_FEW_RANKS 16
-#define SHM_CELLS_MANY_RANKS 8
-#define SHM_FEW_RANKS 4 /* local ranks, at most, for SHM_CELLS_FEW_RANKS */
+/* Cells per FIFO are powers of two (cell_at() masks); how many and how
+ * large: shm_layout.c. */
 _Static_assert((SHM_CELLS_FEW_RANKS & (SHM_CELLS_FEW_RANKS - 1)) == 0 &&
-                   (SHM_CELLS_MANY_RANKS & (SHM_CELLS_MANY_RANKS - 1)) == 0,
+                   (SHM_CELLS_MANY_RANKS & (SHM_CELLS_MANY_RANKS - 1)) == 0 &&
+                   (SHM_CELLS_MIN & (SHM_CELLS_MIN - 1)) == 0,
                "cells per FIFO must be powers of two");
-#define SHM_CELL_BYTES ((64u << 10) + SHM_LINE) /* a 64 KiB payload after the header line */
-#define SHM_PAYLOAD (SHM_CELL_BYTES - SHM_LINE)
 /* blob: segment name, pid, spare, the address of this process's probe word */
 #define SHM_ADDR_BYTES (SHM_NAME_BYTES + 16)
 /* Messages from this size are read by the receiver straight from the
@@ -55,6 +51,7 @@ struct shm_conn {
   struct shm_fifo_ctl *in_ctl;
   char *out_cells, *in_cells;
   uint64_t ncells;    /* per FIFO (both directions) */
+  size_t cell_bytes, payload; /* a cell, and the data after its header line */
   uint64_t tail_seen; /* the consumer's tail as last read (a lower bound) */
   uint64_t next_write, next_read; /* cell indices */
   struct loom_fifo sendq, recvq; /* of struct loom_xfer * */
@@ -71,7 +68,7 @@ struct shm_conn {
 
 struct shm_ctx {
   int rank, nranks, my_local;
-  uint32_t cells; /* per FIFO, the same on every rank of the host */
+  struct shm_layout layout; /* per FIFO, the same on every rank of the host */
   int *local_index; /* per rank: index among this host's ranks, -1 elsewhere */
   struct shm_seg own;
   struct shm_conn **open;
@@ -104,9 +101,11 @@ static loomResult_t shm_init(const struct loom_transport_comm *info, void **out,
     ctx->local_index[info->local_ranks[i]] = i;
   ctx->my_local = ctx->local_index[info->rank];
   shm_seg_remove_stale();
-  ctx->cells = info->nlocal <= SHM_FEW_RANKS ? SHM_CELLS_FEW_RANKS : SHM_CELLS_MANY_RANKS;
-  loomResult_t res = shm_seg_create(&ctx->own, (uint32_t)info->nlocal, ctx->cells,
-                                    SHM_CELL_BYTES, info->rank);
+  uint64_t budget = shm_layout_budget((uint64_t)loom_param_int(LOOM_PARAM_SHM_NODE_BYTES),
+                                      SHM_DIR);
+  ctx->layout = shm_layout_for(info->nlocal, budget);
+  loomResult_t res = shm_seg_create(&ctx->own, (uint32_t)info->nlocal, ctx->layout.cells,
+                                    ctx->layout.cell_bytes, info->rank);
   if (res != loomSuccess) {
     free(ctx->local_index);
     free(ctx->open);
@@ -119,8 +118,12 @@ static loomResult_t shm_init(const struct loom_transport_comm *info, void **out,
   memcpy((char *)addr + SHM_NAME_BYTES, &pid, sizeof pid);
   uint64_t probe = (uint64_t)(uintptr_t)&shm_probe_word;
   memcpy((char *)addr + SHM_NAME_BYTES + 8, &probe, sizeof probe);
-  LOOM_INFO(LOOM_LOG_NET, "shm: rank %d: segment %s, %u FIFOs of %u x %u bytes", info->rank,
-            ctx->own.name, (unsigned)info->nlocal, ctx->cells, SHM_CELL_BYTES);
+  LOOM_INFO(LOOM_LOG_NET,
+            "shm: rank %d: segment %s, %u FIFOs of %u x %u bytes (the host's %d ranks: %llu "
+            "bytes, allowed %llu: LOOM_SHM_NODE_BYTES, half of " SHM_DIR ")",
+            info->rank, ctx->own.name, (unsigned)info->nlocal, ctx->layout.cells,
+            ctx->layout.cell_bytes, info->nlocal, (unsigned long long)ctx->layout.node_bytes,
+            (unsigned long long)ctx->layout.budget);
   *out = ctx;
   return loomSuccess;
 }
@@ -203,7 +206,9 @@ static loomResult_t shm_connect(void *vctx, int npeers, const int *peers, const 
     c->pid = (pid_t)pid;
     c->out_fifo = (uint32_t)ctx->my_local;
     c->in_fifo = (uint32_t)ctx->local_index[p];
-    c->ncells = ctx->cells;
+    c->ncells = ctx->layout.cells;
+    c->cell_bytes = ctx->layout.cell_bytes;
+    c->payload = c->cell_bytes - SHM_LINE;
     res = shm_seg_map(&c->peer_seg, name, ctx->rank, p);
     if (res != loomSuccess) {
       loom_error(res, LOOM_LOG_NET, "%s", loom_last_error());
@@ -211,12 +216,13 @@ static loomResult_t shm_connect(void *vctx, int npeers, const int *peers, const 
       break;
     }
     const struct shm_seg_hdr *layout = c->peer_seg.base;
-    if (layout->cells != ctx->cells || layout->cell_bytes != SHM_CELL_BYTES) {
+    if (layout->cells != ctx->layout.cells || layout->cell_bytes != ctx->layout.cell_bytes) {
       res = loom_error(loomSystemError, LOOM_LOG_NET,
-                       "shm: rank %d: rank %d's segment has %u cells of %u bytes, this build "
-                       "expects %u of %u (mixed Loom versions?)",
-                       ctx->rank, p, layout->cells, layout->cell_bytes, ctx->cells,
-                       SHM_CELL_BYTES);
+                       "shm: rank %d: rank %d's segment has %u cells of %u bytes, this rank "
+                       "expects %u of %u (a different LOOM_SHM_NODE_BYTES, or mixed Loom "
+                       "versions?)",
+                       ctx->rank, p, layout->cells, layout->cell_bytes, ctx->layout.cells,
+                       ctx->layout.cell_bytes);
       shm_seg_close(&c->peer_seg);
       free(c);
       break;
@@ -288,10 +294,10 @@ static loomResult_t shm_irecv(void *conn, struct loom_xfer *x) {
 }
 
 /* Cell `index` of a FIFO of c whose first cell is at `cells` (both FIFOs
- * of a pair have c->ncells cells of SHM_CELL_BYTES). */
+ * of a pair have c->ncells cells of c->cell_bytes). */
 static inline struct shm_cell_hdr *cell_at(const struct shm_conn *c, char *cells,
                                            uint64_t index) {
-  return (struct shm_cell_hdr *)(cells + (size_t)(index & (c->ncells - 1)) * SHM_CELL_BYTES);
+  return (struct shm_cell_hdr *)(cells + (size_t)(index & (c->ncells - 1)) * c->cell_bytes);
 }
 
 /* Writes as many cells of the queued sends as the FIFO has room for.  The
@@ -327,7 +333,7 @@ static void push_sends(struct shm_conn *c, int *progressed) {
       continue;
     }
     cell->flags = 0;
-    size_t left = x->len - c->send_off, part = left < SHM_PAYLOAD ? left : SHM_PAYLOAD;
+    size_t left = x->len - c->send_off, part = left < c->payload ? left : c->payload;
     if (x->len <= SHM_INLINE_BYTES)
       memcpy(cell->inline_data, x->buf, x->len);
     else

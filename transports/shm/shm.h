@@ -24,6 +24,7 @@
 #include <sys/types.h>
 
 #define SHM_LINE 64
+#define SHM_DIR "/dev/shm"
 #define SHM_INLINE_BYTES 24
 #define SHM_NAME_BYTES 48
 #define SHM_SEG_MAGIC 0x4c4d5348u /* "LMSH" */

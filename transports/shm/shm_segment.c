@@ -19,7 +19,6 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#define SHM_DIR "/dev/shm"
 #define SHM_PREFIX "loom-"
 
 size_t shm_seg_bytes(uint32_t nfifos, uint32_t cells, uint32_t cell_bytes) {
@@ -38,7 +37,8 @@ struct shm_cell_hdr *shm_cell(const struct shm_seg *seg, uint32_t fifo, uint64_t
   return (struct shm_cell_hdr *)(cells + (size_t)(index % h->cells) * h->cell_bytes);
 }
 
-static loomResult_t check_room(size_t bytes, int rank) {
+/* Each of the host's nfifos ranks makes a segment of `bytes`. */
+static loomResult_t check_room(size_t bytes, uint32_t nfifos, int rank) {
   struct statvfs vfs;
   if (statvfs(SHM_DIR, &vfs) != 0)
     return loomSuccess; /* no /dev/shm to measure: let shm_open say */
@@ -46,9 +46,10 @@ static loomResult_t check_room(size_t bytes, int rank) {
   if (avail < bytes)
     return loom_error(loomSystemError, LOOM_LOG_NET,
                       "shm: rank %d needs %zu bytes in " SHM_DIR " for its shared-memory "
-                      "FIFOs but only %llu are free (enlarge " SHM_DIR
-                      ", e.g. docker --shm-size, or set LOOM_SHM_DISABLE=1 to use TCP)",
-                      rank, bytes, avail);
+                      "FIFOs (the host's %u ranks about %llu together) but only %llu are "
+                      "free: enlarge " SHM_DIR " (e.g. docker --shm-size), lower "
+                      "LOOM_SHM_NODE_BYTES, or set LOOM_SHM_DISABLE=1 to use TCP",
+                      rank, bytes, nfifos, (unsigned long long)bytes * nfifos, avail);
   return loomSuccess;
 }
 
@@ -56,7 +57,7 @@ loomResult_t shm_seg_create(struct shm_seg *seg, uint32_t nfifos, uint32_t cells
                             uint32_t cell_bytes, int rank) {
   memset(seg, 0, sizeof *seg);
   size_t bytes = shm_seg_bytes(nfifos, cells, cell_bytes);
-  LOOM_CHECK(check_room(bytes, rank));
+  LOOM_CHECK(check_room(bytes, nfifos, rank));
   uint32_t r = 0;
   if (getrandom(&r, sizeof r, 0) != (ssize_t)sizeof r)
     r = (uint32_t)rank;

@@ -59,26 +59,8 @@ for r in $(seq "$ROUNDS"); do
   echo "round $r of $ROUNDS done" >&2
 done
 
-# case who size time -> per case and size: median [min-max] of each, ratios
-sort -k1,1 -k3,3n -k2,2 -k4,4g "$tmp/all" | awk '
-  function med(a, n) { return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2 }
-  { key = $1 " " $3; k = key SUBSEP $2; v[k, ++n[k]] = $4
-    if (!(key in seen)) { seen[key] = 1; keys[++nk] = key } }
-  END {
-    printf "%-8s %8s  %-22s %-22s %-22s %8s %8s\n", "case", "bytes", "before us", "after us",
-           "mpi us", "aft/bef", "aft/mpi"
-    for (i = 1; i <= nk; i++) {
-      split(keys[i], kk, " ")
-      line = sprintf("%-8s %8s", kk[1], kk[2])
-      for (w = 1; w <= 3; w++) {
-        who = w == 1 ? "before" : w == 2 ? "after" : "mpi"; k = keys[i] SUBSEP who; m[who] = -1
-        if (n[k] == 0) { line = line sprintf("  %-22s", "n/a"); continue }
-        delete a; for (j = 1; j <= n[k]; j++) a[j] = v[k, j]
-        m[who] = med(a, n[k])
-        line = line sprintf("  %-22s", sprintf("%.2f [%.2f-%.2f]", m[who], a[1], a[n[k]]))
-      }
-      r1 = m["before"] > 0 && m["after"] > 0 ? sprintf("%.2f", m["after"] / m["before"]) : "n/a"
-      r2 = m["mpi"] > 0 && m["after"] > 0 ? sprintf("%.2f", m["after"] / m["mpi"]) : "n/a"
-      printf "%s %8s %8s\n", line, r1, r2
-    }
-  }'
+echo "# $(hostname), $(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC'); $ROUNDS interleaved rounds"
+echo "# out-of-place time in us: median [min-max]"
+printf "%-10s %10s  %-22s %-22s %-22s %12s %12s\n" case bytes before after openmpi aft/bef aft/mpi
+awk -v whos="before after mpi" -v ratios="after/before after/mpi" -f "$(dirname "$0")/median-table.awk" \
+  "$tmp/all" | sort -k1,1 -k2,2n

@@ -1,5 +1,5 @@
 # median-table.awk — the table of interleaved benchmark rounds that
-# bench/ab-small.sh and bench/device-paths.sh print: input lines
+# bench/ab-small.sh, bench/ab-placement.sh and bench/device-paths.sh print: input lines
 # "GROUP WHO KEY VALUE" (a collective, a build or path, a size, a time or
 # bandwidth), one per round; output per GROUP and KEY the median
 # [min-max] of each WHO, then the ratios of medians asked for.

@@ -22,12 +22,6 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Cells per FIFO are powers of two (cell_at() masks); how many and how
- * large: shm_layout.c. */
-_Static_assert((SHM_CELLS_FEW_RANKS & (SHM_CELLS_FEW_RANKS - 1)) == 0 &&
-                   (SHM_CELLS_MANY_RANKS & (SHM_CELLS_MANY_RANKS - 1)) == 0 &&
-                   (SHM_CELLS_MIN & (SHM_CELLS_MIN - 1)) == 0,
-               "cells per FIFO must be powers of two");
 /* blob: segment name, pid, spare, the address of this process's probe word */
 #define SHM_ADDR_BYTES (SHM_NAME_BYTES + 16)
 /* Messages from this size are read by the receiver straight from the
@@ -51,7 +45,7 @@ struct shm_conn {
   struct shm_fifo_ctl *in_ctl;
   char *out_cells, *in_cells;
   uint64_t ncells;    /* per FIFO (both directions) */
-  size_t cell_bytes, payload; /* a cell, and the data after its header line */
+  size_t cell_bytes; /* a cell: its header line, then the data */
   uint64_t tail_seen; /* the consumer's tail as last read (a lower bound) */
   uint64_t next_write, next_read; /* cell indices */
   struct loom_fifo sendq, recvq; /* of struct loom_xfer * */
@@ -208,7 +202,6 @@ static loomResult_t shm_connect(void *vctx, int npeers, const int *peers, const 
     c->in_fifo = (uint32_t)ctx->local_index[p];
     c->ncells = ctx->layout.cells;
     c->cell_bytes = ctx->layout.cell_bytes;
-    c->payload = c->cell_bytes - SHM_LINE;
     res = shm_seg_map(&c->peer_seg, name, ctx->rank, p);
     if (res != loomSuccess) {
       loom_error(res, LOOM_LOG_NET, "%s", loom_last_error());
@@ -333,7 +326,8 @@ static void push_sends(struct shm_conn *c, int *progressed) {
       continue;
     }
     cell->flags = 0;
-    size_t left = x->len - c->send_off, part = left < c->payload ? left : c->payload;
+    size_t left = x->len - c->send_off, room = c->cell_bytes - SHM_LINE;
+    size_t part = left < room ? left : room;
     if (x->len <= SHM_INLINE_BYTES)
       memcpy(cell->inline_data, x->buf, x->len);
     else

@@ -17,7 +17,7 @@ struct shm_layout shm_layout_for(int nlocal, uint64_t budget) {
     if (total <= budget)
       break;
     if (cells > SHM_CELLS_MIN)
-      cells /= 2; /* fewer cells first: a slice in flight needs one */
+      cells /= 2; /* fewer cells first: large cells keep big messages cheap */
     else if (payload > SHM_PAYLOAD_MIN)
       payload /= 2;
     else

@@ -22,6 +22,11 @@
 #define SHM_CELLS_MIN 2
 #define SHM_PAYLOAD_MAX (64u << 10)
 #define SHM_PAYLOAD_MIN (4u << 10)
+/* cell_at() (shm.c) masks the index: halving keeps these powers of two */
+_Static_assert((SHM_CELLS_FEW_RANKS & (SHM_CELLS_FEW_RANKS - 1)) == 0 &&
+                   (SHM_CELLS_MANY_RANKS & (SHM_CELLS_MANY_RANKS - 1)) == 0 &&
+                   (SHM_CELLS_MIN & (SHM_CELLS_MIN - 1)) == 0,
+               "cells per FIFO must be powers of two");
 
 struct shm_layout {
   uint32_t cells;      /* per FIFO, a power of two */

@@ -336,7 +336,9 @@ LOOM_API loomResult_t loomScatter(const void *sendbuff, void *recvbuff,
  * Outside a group a send returns once its data is handed to the transport
  * (small messages before the peer receives, large ones only as the peer
  * receives: as with MPI_Send, two ranks that first send large messages to
- * each other deadlock); inside loomGroupStart/End any mix of sends and
+ * each other deadlock; over TCP, the first message to a peer also waits
+ * for that peer to enter any Loom call, which connects the pair, unless
+ * LOOM_CONNECT=eager); inside loomGroupStart/End any mix of sends and
  * receives, in any order, completes without deadlock. */
 LOOM_API loomResult_t loomSend(const void *sendbuff, size_t count,
                                loomDataType_t datatype, int peer,

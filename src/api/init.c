@@ -181,6 +181,8 @@ static void read_links(loomComm_t comm, const int *local, int nlocal) {
 /* Opens a connection to every other rank: point-to-point calls and
  * all-to-all need any pair, and the schedules pick peers per call. */
 static loomResult_t connect_transport(loomComm_t comm) {
+  if (loom_connect_lazy() < 0) /* checked on every rank, whatever carries its peers */
+    return loomInvalidArgument;
   if (comm->nranks == 1)
     return loomSuccess;
   comm->engine.tp = &loom_transport_mux;
@@ -237,6 +239,11 @@ out:
   return res;
 }
 
+/* When the network transport connects its peers, for the init log. */
+static const char *connect_when(void) {
+  return loom_connect_lazy() == 0 ? "all at init" : "shm at init, tcp on first use";
+}
+
 /* The engine's straggler warning, passed to the user's callback. */
 static void comm_on_late(void *arg, int late_rank, const char *text) {
   loomComm_t comm = arg;
@@ -252,8 +259,11 @@ static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
   loom_log_set_rank(comm->rank);
   uint64_t t0 = loom_now_ns();
   LOOM_CHECK(loom_bootstrap_init(id, comm->rank, comm->nranks, &comm->bs));
+  uint64_t t_bootstrap = loom_now_ns();
   LOOM_CHECK(loom_comm_topo_setup(comm));
+  uint64_t t_topo = loom_now_ns();
   LOOM_CHECK(connect_transport(comm));
+  uint64_t t_connect = loom_now_ns();
   struct loom_engine *e = &comm->engine;
   e->rank = comm->rank;
   e->nranks = comm->nranks;
@@ -270,12 +280,16 @@ static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
   e->chunk_bytes = (size_t)loom_param_int(LOOM_PARAM_CHUNK_BYTES);
   LOOM_CHECK(loom_engine_init(e));
   loom_comm_topo_report(comm);
+  uint64_t t_end = loom_now_ns();
   LOOM_INFO(LOOM_LOG_INIT,
             "comm %s: rank %d of %d ready in %.1f ms (transport %s, timeout %d ms, "
-            "chunk %zu bytes)",
-            comm->name, comm->rank, comm->nranks, (double)(loom_now_ns() - t0) / 1e6,
-            transport_name(e), comm->timeout_ms,
-            e->chunk_bytes);
+            "chunk %zu bytes); phases: bootstrap %.1f ms, topology %.1f ms, transports "
+            "%.1f ms (connections: %s), engine %.1f ms",
+            comm->name, comm->rank, comm->nranks, (double)(t_end - t0) / 1e6,
+            transport_name(e), comm->timeout_ms, e->chunk_bytes,
+            (double)(t_bootstrap - t0) / 1e6, (double)(t_topo - t_bootstrap) / 1e6,
+            (double)(t_connect - t_topo) / 1e6, connect_when(),
+            (double)(t_end - t_connect) / 1e6);
   return loomSuccess;
 }
 

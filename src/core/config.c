@@ -2,6 +2,7 @@
  * config.c — the table of every LOOM_* variable and its parsers.
  */
 #include "core/config.h"
+#include "core/error.h"
 #include "core/log.h"
 
 #include <ctype.h>
@@ -120,6 +121,16 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          .min = 1,
          .max = 16,
          .help = "TCP sockets per peer; large messages are striped across them"},
+    [LOOM_PARAM_CONNECT] =
+        {.name = "LOOM_CONNECT",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = "lazy",
+         .min = 0,
+         .max = 0,
+         .help = "when TCP connections are made: lazy (default) connects a peer the first time "
+                 "a message to or from it is posted, so a rank holds sockets only to the peers "
+                 "its schedules use; eager connects every pair at init.  Shared memory, ofi, ib "
+                 "and plugins connect at init either way"},
     [LOOM_PARAM_CHUNK_BYTES] =
         {.name = "LOOM_CHUNK_BYTES",
          .type = LOOM_PARAM_T_SIZE,
@@ -501,6 +512,19 @@ static const struct param_value *get_value(loom_param_id id) {
 
 int64_t loom_param_int(loom_param_id id) { return get_value(id)->ival; }
 const char *loom_param_str(loom_param_id id) { return get_value(id)->sval; }
+
+int loom_connect_lazy(void) {
+  const char *v = loom_param_str(LOOM_PARAM_CONNECT);
+  if (v == NULL || strcmp(v, "lazy") == 0)
+    return 1;
+  if (strcmp(v, "eager") == 0)
+    return 0;
+  loom_error(loomInvalidArgument, LOOM_LOG_INIT,
+             "LOOM_CONNECT=%s: must be \"lazy\" (connect a peer when first used) or "
+             "\"eager\" (every peer at init)",
+             v);
+  return -1;
+}
 int loom_param_is_set(loom_param_id id) { return get_value(id)->is_set; }
 
 void loom_config_reload(void) {

@@ -26,6 +26,7 @@ typedef enum {
   LOOM_PARAM_BOOTSTRAP_TIMEOUT,
   LOOM_PARAM_TIMEOUT_MS,
   LOOM_PARAM_SOCKET_NSOCKS,
+  LOOM_PARAM_CONNECT,
   LOOM_PARAM_CHUNK_BYTES,
   LOOM_PARAM_SPIN_US,
   LOOM_PARAM_BUCKET_BYTES,
@@ -77,6 +78,9 @@ const struct loom_param_info *loom_param_table(void);
 int64_t loom_param_int(loom_param_id id);
 /* NULL when unset and without default. */
 const char *loom_param_str(loom_param_id id);
+/* LOOM_CONNECT: 1 lazy (the default), 0 eager, -1 anything else
+ * (reported as loomInvalidArgument). */
+int loom_connect_lazy(void);
 /* Whether the variable is set in the environment (not just defaulted). */
 int loom_param_is_set(loom_param_id id);
 

@@ -350,6 +350,28 @@ static int connect_once(const union loom_sockaddr *peer, uint64_t deadline, int 
   return 0;
 }
 
+int loom_socket_connect_start(const union loom_sockaddr *peer, int *fd_out) {
+  int fd = socket(peer->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0)
+    return errno;
+  int err = 0;
+  if (connect(fd, &peer->sa, loom_sockaddr_len(peer)) != 0 && (err = errno) != EINPROGRESS) {
+    close(fd);
+    return err;
+  }
+  loom_socket_set_nodelay(fd);
+  *fd_out = fd;
+  return err;
+}
+
+int loom_socket_connect_result(int fd) {
+  int err = 0;
+  socklen_t len = sizeof err;
+  if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
+    return errno;
+  return err;
+}
+
 int loom_socket_connect_quiet(const union loom_sockaddr *peer, uint64_t deadline,
                               int retry_refused, int *fd_out) {
   unsigned backoff_us = 1000;

@@ -63,6 +63,14 @@ loomResult_t loom_socket_connect(const union loom_sockaddr *peer,
 int loom_socket_connect_quiet(const union loom_sockaddr *peer, uint64_t deadline,
                               int retry_refused, int *fd);
 
+/* Starts a connection without waiting: 0 (connected at once) or
+ * EINPROGRESS with *fd set (wait for POLLOUT, then ask
+ * loom_socket_connect_result), else the errno and no socket. */
+int loom_socket_connect_start(const union loom_sockaddr *peer, int *fd);
+/* A started connection's outcome once its socket is writable: 0 or the
+ * errno (ECONNREFUSED: nobody listens there). */
+int loom_socket_connect_result(int fd);
+
 /* Accepts one connection before `deadline`; loomTimeout otherwise. */
 loomResult_t loom_socket_accept(int listen_fd, uint64_t deadline,
                                 const char *what, int *fd);

@@ -5,6 +5,8 @@
  *                      message, and the communicator still works after
  *   --kill K           rank K dies mid-run (SIGKILL); every other rank must
  *                      fail promptly with an error naming rank K
+ *   --kill-early K     the same, but rank K dies right after init, before
+ *                      any collective has connected it
  *   --stall K          rank K stops calling; the others time out
  *                      (timeout_ms) naming rank K
  *   --missing          init with one rank more than launched: every rank
@@ -131,9 +133,13 @@ static loomResult_t run_until_error(loomComm_t comm, size_t count, int max_iters
   return res;
 }
 
-static void kill_rank(int victim) {
+/* early: the victim dies right after init, before any collective, so
+ * that connections made on first use find it gone. */
+static void kill_rank(int victim, int early) {
   loomComm_t comm = init_comm(20000);
   size_t count = 1 << 20;
+  if (rank == victim && early)
+    raise(SIGKILL);
   if (rank == victim) {
     float *a = calloc(count, sizeof *a);
     for (int it = 0; it < 3; it++)
@@ -400,7 +406,9 @@ int main(int argc, char **argv) {
   if (argc >= 2 && strcmp(argv[1], "--bad-input") == 0)
     bad_input();
   else if (argc >= 3 && strcmp(argv[1], "--kill") == 0)
-    kill_rank(atoi(argv[2]));
+    kill_rank(atoi(argv[2]), 0);
+  else if (argc >= 3 && strcmp(argv[1], "--kill-early") == 0)
+    kill_rank(atoi(argv[2]), 1);
   else if (argc >= 4 && strcmp(argv[1], "--stall") == 0)
     stall_rank(atoi(argv[2]), atoi(argv[3]));
   else if (argc >= 2 && strcmp(argv[1], "--missing") == 0)
@@ -416,7 +424,7 @@ int main(int argc, char **argv) {
   else if (argc >= 2 && strcmp(argv[1], "--nonblocking") == 0)
     nonblocking();
   else {
-    fprintf(stderr, "usage: fault_test --bad-input | --kill K | --stall K MS | --missing | "
+    fprintf(stderr, "usage: fault_test --bad-input | --kill K | --kill-early K | --stall K MS | --missing | "
                     "--stray | --mismatch | --abort | --abort-rank K | --nonblocking\n");
     return 2;
   }

@@ -1,6 +1,7 @@
 #!/bin/bash
 # The transport conformance suite: the same checks (tests/transport/
-# checks.c) through the ops table of every transport built here — tcp,
+# checks.c) through the ops table of every transport built here — tcp
+# (connecting on first use, and at init),
 # shm, ofi with its tcp provider, Loom's TCP transport loaded as a plugin,
 # and ibverbs over the in-process fake device (on a real device
 # tests/ranks/test_ib.sh runs it too).  A transport that is not built here
@@ -25,6 +26,7 @@ conform() {
 }
 
 conform "tcp" "$BIN/conformance" tcp
+conform "tcp (LOOM_CONNECT=eager)" "$BIN/conformance" tcp LOOM_CONNECT=eager
 conform "shm" "$BIN/conformance" shm
 conform "ofi (tcp provider)" "$BIN/conformance" ofi LOOM_OFI_PROVIDER=tcp
 conform "the TCP plugin" "$BIN/conformance" "$PLUGIN"

@@ -3,7 +3,9 @@
  * striping arithmetic (tcp_split) and the transport vtable end to end over
  * loopback, with two "ranks" living in this one process: data in both
  * directions with 1, 2 and 3 sockets per peer, a size mismatch, and a peer
- * that goes away.
+ * that goes away; and connections made on first use (LOOM_CONNECT=lazy):
+ * who opens them, a wrong secret or socket count found on the first
+ * message, a silent stranger that must not hold up the real peer.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L
@@ -25,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "check_expect.h"
 
@@ -121,7 +124,12 @@ static void *connect_thread(void *p) {
   return NULL;
 }
 
+/* LOOM_CONNECT for the next set_env: the tests of an established
+ * connection connect at init; the lazy ones below set "lazy". */
+static const char *connect_mode = "eager";
+
 static void set_env(int nsocks) {
+  setenv("LOOM_CONNECT", connect_mode, 1);
   unsetenv("LOOM_PORT_RANGE");
   unsetenv("LOOM_COMM_ID");
   unsetenv("LOOM_SOCKET_IFNAME");
@@ -615,6 +623,130 @@ START_TEST(wrong_secret_is_dropped) {
 }
 END_TEST
 
+/* ---- connections on first use (tcp_lazy.c) ------------------------------------- */
+
+/* A pair initialised and "connected" with LOOM_CONNECT=lazy: nothing open. */
+static void lazy_pair(struct pair *pr, int nsocks0, int nsocks1, int same_secret) {
+  memset(pr, 0, sizeof *pr);
+  for (int i = 0; i < LOOM_SECRET_BYTES; i++)
+    pr->secret[0][i] = pr->secret[1][i] = (uint8_t)(0x30 + 11 * i);
+  if (!same_secret)
+    pr->secret[0][0] ^= 1;
+  connect_mode = "lazy";
+  set_env(nsocks0);
+  pair_init_rank(pr, 0);
+  set_env(nsocks1);
+  pair_init_rank(pr, 1);
+  connect_mode = "eager";
+  char err[1024];
+  loomResult_t r1 = pair_connect(pr, 1000, err, sizeof err);
+  ck_assert_msg(r1 == loomSuccess, "rank 1 lazy connect: %d %s", r1, err);
+}
+
+static int fds_polled(struct pair *pr, int r) {
+  struct pollfd fds[32];
+  return tp->poll_fds(pr->ctx[r], fds, 32);
+}
+
+/* Init opens nothing; the higher rank's send waits until the lower rank
+ * posts too (the lower one connects); then both directions flow. */
+START_TEST(lazy_connects_on_first_use) {
+  struct pair pr;
+  lazy_pair(&pr, 2, 2, 1);
+  ck_assert_int_eq(fds_polled(&pr, 0), 0);
+  ck_assert_int_eq(fds_polled(&pr, 1), 0);
+  uint8_t out[100], in[100];
+  fill(out, sizeof out, 7);
+  memset(in, 0, sizeof in);
+  struct loom_xfer sx = {.buf = out, .len = sizeof out, .fp = {1, 2}};
+  struct loom_xfer rx = {.buf = in, .len = sizeof in, .fp = {1, 2}};
+  ck_assert_int_eq(tp->isend(pr.conn[1], &sx), loomSuccess);
+  int fr = -1, fp = -1;
+  struct loom_xfer *xs[] = {&sx, &rx};
+  ck_assert_int_eq(run_until(&pr, xs, 1, 50, &fr, &fp), loomTimeout);
+  ck_assert_msg(fds_polled(&pr, 1) == 1, "rank 1 waits on its listener (%d fds)",
+                fds_polled(&pr, 1));
+  ck_assert_int_eq(tp->irecv(pr.conn[0], &rx), loomSuccess);
+  ck_assert_int_eq(run_until(&pr, xs, 2, 5000, &fr, &fp), loomSuccess);
+  ck_assert_int_eq(memcmp(in, out, sizeof in), 0);
+  /* and back, over the same sockets */
+  struct loom_xfer sx2 = {.buf = out, .len = sizeof out, .fp = {1, 3}};
+  struct loom_xfer rx2 = {.buf = in, .len = sizeof in, .fp = {1, 3}};
+  memset(in, 0, sizeof in);
+  ck_assert_int_eq(tp->isend(pr.conn[0], &sx2), loomSuccess);
+  ck_assert_int_eq(tp->irecv(pr.conn[1], &rx2), loomSuccess);
+  struct loom_xfer *xs2[] = {&sx2, &rx2};
+  ck_assert_int_eq(run_until(&pr, xs2, 2, 5000, &fr, &fp), loomSuccess);
+  ck_assert_int_eq(memcmp(in, out, sizeof in), 0);
+  pair_close(&pr);
+}
+END_TEST
+
+/* The lower rank's first message with the wrong secret: the higher rank
+ * drops the sockets and carries on; the lower one fails naming it. */
+START_TEST(lazy_wrong_secret) {
+  struct pair pr;
+  lazy_pair(&pr, 2, 2, 0);
+  uint8_t b[16] = {0};
+  struct loom_xfer sx = {.buf = b, .len = sizeof b, .fp = {1, 1}};
+  ck_assert_int_eq(tp->isend(pr.conn[0], &sx), loomSuccess);
+  int fr = -1, fp = -1;
+  struct loom_xfer *xs[] = {&sx};
+  loom_clear_last_error();
+  loomResult_t res = run_until(&pr, xs, 1, 5000, &fr, &fp);
+  const char *err = loomGetLastError(NULL);
+  ck_assert_msg(res == loomRemoteError && fr == 0 && fp == 1, "result %d on rank %d: %s", res,
+                fr, err);
+  ck_assert_msg(strstr(err, "rank 1") && strstr(err, "another job"), "error \"%s\"", err);
+  pair_close(&pr);
+}
+END_TEST
+
+/* Different LOOM_SOCKET_NSOCKS is found by the accepting rank at the first
+ * message. */
+START_TEST(lazy_nsocks_mismatch) {
+  struct pair pr;
+  lazy_pair(&pr, 1, 2, 1);
+  uint8_t b[16] = {0};
+  struct loom_xfer sx = {.buf = b, .len = sizeof b, .fp = {1, 1}};
+  ck_assert_int_eq(tp->isend(pr.conn[0], &sx), loomSuccess);
+  int fr = -1, fp = -1;
+  struct loom_xfer *xs[] = {&sx};
+  loom_clear_last_error();
+  loomResult_t res = run_until(&pr, xs, 1, 5000, &fr, &fp);
+  const char *err = loomGetLastError(NULL);
+  ck_assert_msg(res == loomInvalidUsage && fr == 1 && fp == 0, "result %d on rank %d: %s", res,
+                fr, err);
+  ck_assert_msg(strstr(err, "LOOM_SOCKET_NSOCKS") != NULL, "error \"%s\"", err);
+  pair_close(&pr);
+}
+END_TEST
+
+/* A stranger connects to rank 1's port and says nothing: rank 0's own
+ * connection must still be accepted at once, not after the stranger's 5 s. */
+START_TEST(lazy_silent_stranger) {
+  struct pair pr;
+  lazy_pair(&pr, 2, 2, 1);
+  union loom_sockaddr a1;
+  ck_assert_int_eq(loom_sockaddr_decode(pr.addrs + 20, &a1), 0);
+  int stranger = -1;
+  ck_assert_int_eq(loom_socket_connect_quiet(&a1, loom_deadline_ms(2000), 0, &stranger), 0);
+  uint8_t b[16] = {0}, in[16];
+  struct loom_xfer sx = {.buf = b, .len = sizeof b, .fp = {1, 1}};
+  struct loom_xfer rx = {.buf = in, .len = sizeof in, .fp = {1, 1}};
+  ck_assert_int_eq(tp->irecv(pr.conn[1], &rx), loomSuccess);
+  ck_assert_int_eq(tp->isend(pr.conn[0], &sx), loomSuccess);
+  int fr = -1, fp = -1;
+  struct loom_xfer *xs[] = {&sx, &rx};
+  uint64_t t0 = loom_now_ns();
+  ck_assert_int_eq(run_until(&pr, xs, 2, 4000, &fr, &fp), loomSuccess);
+  ck_assert_msg(loom_now_ns() - t0 < 1000000000ull, "took %.2f s",
+                (double)(loom_now_ns() - t0) / 1e9);
+  close(stranger);
+  pair_close(&pr);
+}
+END_TEST
+
 static Suite *tcp_suite(void) {
   Suite *s = suite_create("tcp");
   TCase *tc = tcase_create("split");
@@ -638,6 +770,10 @@ static Suite *tcp_suite(void) {
   tcase_add_test(tc, mismatch_striped);
   tcase_add_test(tc, peer_close_during_recv);
   tcase_add_test(tc, peer_close_during_send);
+  tcase_add_test(tc, lazy_connects_on_first_use);
+  tcase_add_test(tc, lazy_wrong_secret);
+  tcase_add_test(tc, lazy_nsocks_mismatch);
+  tcase_add_test(tc, lazy_silent_stranger);
   tcase_add_test(tc, nsocks_mismatch);
   tcase_add_test(tc, wrong_secret_is_dropped);
   suite_add_tcase(s, tc);

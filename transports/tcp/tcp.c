@@ -1,7 +1,8 @@
 /*
- * tcp.c — the TCP transport: listening, connection set-up (the lower rank
- * connects, the higher accepts, each socket introduced by an authenticated
- * hello) and the vtable.
+ * tcp.c — the TCP transport: listening, connection set-up at init
+ * (LOOM_CONNECT=eager: the lower rank connects, the higher accepts, each
+ * socket introduced by an authenticated hello; lazy set-up is in
+ * tcp_lazy.c) and the vtable.
  */
 #include "tcp.h"
 #include "net/auth.h"
@@ -16,19 +17,15 @@
 #include <string.h>
 #include <unistd.h>
 
-#define TCP_ADDR_BYTES 20
-/* rank, socket index, sockets per peer: sent inside the proof of the
- * communicator's secret (net/auth.h) */
-#define TCP_HELLO_BYTES 12
-#define TCP_AUTH_LABEL "loom/tcp"
-/* How long a connecting socket may take to answer the challenge. */
-#define TCP_PROOF_MS 5000
-
 static loomResult_t tcp_init(const struct loom_transport_comm *info, void **out,
                              void *addr) {
+  int lazy = loom_connect_lazy();
+  if (lazy < 0)
+    return loomInvalidArgument;
   struct tcp_ctx *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL)
     return loom_error(loomSystemError, LOOM_LOG_NET, "out of memory");
+  ctx->lazy = lazy;
   ctx->conns = calloc((size_t)info->nranks, sizeof *ctx->conns);
   ctx->open = calloc((size_t)info->nranks, sizeof *ctx->open);
   if (ctx->conns == NULL || ctx->open == NULL) {
@@ -62,8 +59,8 @@ static loomResult_t tcp_init(const struct loom_transport_comm *info, void **out,
   loom_sockaddr_encode(&bound, addr);
   char text[LOOM_ADDR_STRLEN];
   loom_sockaddr_str(&bound, text, sizeof text);
-  LOOM_INFO(LOOM_LOG_NET, "tcp: rank %d listening on %s, %d socket(s) per peer",
-            ctx->rank, text, ctx->nsocks);
+  LOOM_INFO(LOOM_LOG_NET, "tcp: rank %d listening on %s, %d socket(s) per peer, connected %s",
+            ctx->rank, text, ctx->nsocks, lazy ? "on first use" : "at init");
   *out = ctx;
   return loomSuccess;
 }
@@ -101,16 +98,27 @@ static void free_conn(struct tcp_conn *c) {
   free(c);
 }
 
-static int conn_complete(const struct tcp_conn *c) {
+void tcp_list_conn(struct tcp_ctx *ctx, struct tcp_conn *c) {
+  if (!c->listed) {
+    c->listed = 1;
+    ctx->open[ctx->nopen++] = c;
+  }
+}
+
+void tcp_hello_encode(uint8_t hello[TCP_HELLO_BYTES], int rank, int idx, int nsocks) {
+  loom_put_u32(hello, (uint32_t)rank);
+  loom_put_u32(hello + 4, (uint32_t)idx);
+  loom_put_u32(hello + 8, (uint32_t)nsocks);
+}
+
+int tcp_conn_complete(const struct tcp_conn *c) {
   for (int i = 0; i < c->nsocks; i++)
     if (c->socks[i].fd < 0)
       return 0;
   return 1;
 }
 
-/* Files a proven socket under its peer (or drops it: why says so).
- * Returns loomInvalidUsage when the peer's LOOM_SOCKET_NSOCKS differs. */
-static loomResult_t file_incoming(struct tcp_ctx *ctx, int fd, const uint8_t *hello,
+loomResult_t tcp_file_incoming(struct tcp_ctx *ctx, int fd, const uint8_t *hello,
                                   const char *why) {
   int peer = (int)loom_get_u32(hello);
   int idx = (int)loom_get_u32(hello + 4);
@@ -134,6 +142,7 @@ static loomResult_t file_incoming(struct tcp_ctx *ctx, int fd, const uint8_t *he
     return loomSuccess;
   }
   c->socks[idx].fd = fd;
+  tcp_list_conn(ctx, c);
   return loomSuccess;
 }
 
@@ -150,7 +159,7 @@ static loomResult_t accept_one(struct tcp_ctx *ctx, const char *expecting, uint6
   const char *why = NULL;
   loom_auth_accept(fd, ctx->secret, TCP_AUTH_LABEL, hello, sizeof hello,
                    proof_deadline(deadline), &why);
-  return file_incoming(ctx, fd, hello, why);
+  return tcp_file_incoming(ctx, fd, hello, why);
 }
 
 /* Opens and proves the sockets to one higher rank, one at a time. */
@@ -164,9 +173,7 @@ static loomResult_t connect_up(struct tcp_ctx *ctx, struct tcp_conn *c, const vo
     int fd;
     LOOM_CHECK(loom_socket_connect(&peer_addr, deadline, 0, what, &fd));
     uint8_t hello[TCP_HELLO_BYTES];
-    loom_put_u32(hello, (uint32_t)ctx->rank);
-    loom_put_u32(hello + 4, (uint32_t)s);
-    loom_put_u32(hello + 8, (uint32_t)ctx->nsocks);
+    tcp_hello_encode(hello, ctx->rank, s, ctx->nsocks);
     loomResult_t res =
         loom_auth_connect(fd, ctx->secret, TCP_AUTH_LABEL, hello, sizeof hello, deadline, what);
     if (res != loomSuccess) {
@@ -195,13 +202,20 @@ static loomResult_t tcp_connect(void *vctx, int npeers, const int *peers,
       continue;
     if ((ctx->conns[p] = new_conn(ctx, p)) == NULL)
       return loom_error(loomSystemError, LOOM_LOG_NET, "out of memory");
-    ctx->open[ctx->nopen++] = ctx->conns[p];
+    if (!ctx->lazy)
+      tcp_list_conn(ctx, ctx->conns[p]);
   }
-  for (int i = 0; i < npeers; i++)
-    if (peers[i] > ctx->rank && !conn_complete(ctx->conns[peers[i]]))
+  if (ctx->lazy) { /* tcp_lazy.c connects on first use */
+    if (ctx->addrs == NULL &&
+        (ctx->addrs = malloc((size_t)ctx->nranks * TCP_ADDR_BYTES)) == NULL)
+      return loom_error(loomSystemError, LOOM_LOG_NET, "out of memory");
+    memcpy(ctx->addrs, addrs, (size_t)ctx->nranks * TCP_ADDR_BYTES);
+  }
+  for (int i = 0; i < npeers && !ctx->lazy; i++)
+    if (peers[i] > ctx->rank && !tcp_conn_complete(ctx->conns[peers[i]]))
       LOOM_CHECK(connect_up(ctx, ctx->conns[peers[i]], addrs, deadline));
-  for (int i = 0; i < npeers; i++)
-    while (!conn_complete(ctx->conns[peers[i]])) {
+  for (int i = 0; i < npeers && !ctx->lazy; i++)
+    while (!tcp_conn_complete(ctx->conns[peers[i]])) {
       char what[64];
       snprintf(what, sizeof what, "rank %d (tcp connection)", peers[i]);
       LOOM_CHECK(accept_one(ctx, what, deadline));
@@ -222,6 +236,8 @@ static loomResult_t tcp_irecv(void *conn, struct loom_xfer *x) {
 static loomResult_t tcp_progress(void *vctx, int *progressed, int *failed_peer) {
   struct tcp_ctx *ctx = vctx;
   ctx->turn++; /* ends the wait of the probes made before */
+  if (ctx->lazy)
+    LOOM_CHECK(tcp_lazy_progress(ctx, progressed, failed_peer));
   for (int i = 0; i < ctx->nopen; i++) {
     loomResult_t res = tcp_progress_conn(ctx->open[i], progressed);
     if (res != loomSuccess) {
@@ -234,14 +250,14 @@ static loomResult_t tcp_progress(void *vctx, int *progressed, int *failed_peer) 
 
 static int tcp_poll_fds(void *vctx, struct pollfd *fds, int max) {
   struct tcp_ctx *ctx = vctx;
-  int n = 0;
+  int n = ctx->lazy ? tcp_lazy_poll_fds(ctx, fds, max) : 0;
   for (int j = 0; j < ctx->nopen; j++) {
     struct tcp_conn *c = ctx->open[j];
     for (int i = 0; i < c->nsocks && n < max; i++) {
       int probed = c->probe_turn == ctx->turn && (uint64_t)i == c->recv_msgs % (uint64_t)c->nsocks;
       short events = (short)((c->socks[i].sendq.count ? POLLOUT : 0) |
                              (c->socks[i].recvq.count || probed ? POLLIN : 0));
-      if (events) {
+      if (events && c->socks[i].fd >= 0) {
         fds[n].fd = c->socks[i].fd;
         fds[n].events = events;
         fds[n].revents = 0;
@@ -256,10 +272,12 @@ static void tcp_fini(void *vctx) {
   struct tcp_ctx *ctx = vctx;
   if (ctx == NULL)
     return;
-  for (int i = 0; i < ctx->nopen; i++)
-    free_conn(ctx->open[i]);
+  tcp_lazy_fini(ctx);
+  for (int r = 0; r < ctx->nranks; r++)
+    free_conn(ctx->conns[r]);
   if (ctx->listen_fd >= 0)
     close(ctx->listen_fd);
+  free(ctx->addrs);
   free(ctx->conns);
   free(ctx->open);
   free(ctx);

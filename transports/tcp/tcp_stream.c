@@ -39,6 +39,8 @@ static void encode_hdr(uint8_t *h, size_t part_len, const struct loom_xfer *x) {
 loomResult_t tcp_post(struct tcp_conn *c, struct loom_xfer *x, int is_send) {
   if (c->failed != loomSuccess)
     return c->failed;
+  if (c->ctx->lazy)
+    LOOM_CHECK(tcp_want(c));
   size_t part_len;
   int nparts = tcp_split(x->len, c->nsocks, &part_len);
   uint64_t msg = is_send ? c->sent_msgs++ : c->recv_msgs++;
@@ -58,8 +60,7 @@ loomResult_t tcp_post(struct tcp_conn *c, struct loom_xfer *x, int is_send) {
   return loomSuccess;
 }
 
-static loomResult_t fail_conn(struct tcp_conn *c, loomResult_t code, const char *what,
-                              int err) {
+loomResult_t tcp_fail_conn(struct tcp_conn *c, loomResult_t code, const char *what, int err) {
   if (c->failed == loomSuccess)
     c->failed = loom_error_record(code,
                            "rank %d: connection to rank %d failed: %s%s%s",
@@ -99,7 +100,7 @@ static loomResult_t progress_send(struct tcp_conn *c, struct tcp_sock *s, int *p
     if (k < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
         return loomSuccess;
-      return fail_conn(c, loomRemoteError, "send failed (did the process exit?)", errno);
+      return tcp_fail_conn(c, loomRemoteError, "send failed (did the process exit?)", errno);
     }
     *progressed = 1;
     p->done += (size_t)k;
@@ -112,7 +113,7 @@ static loomResult_t progress_send(struct tcp_conn *c, struct tcp_sock *s, int *p
 
 static loomResult_t check_hdr(struct tcp_conn *c, const struct tcp_part *p) {
   if (loom_get_u32(p->hdr) != TCP_PART_MAGIC)
-    return fail_conn(c, loomRemoteError, "corrupt stream (bad part header)", 0);
+    return tcp_fail_conn(c, loomRemoteError, "corrupt stream (bad part header)", 0);
   struct loom_xfer *x = p->xfer;
   loomResult_t res = loom_msg_check(x, loom_get_u64(p->hdr + 16), loom_get_u64(p->hdr + 24),
                                     loom_get_u64(p->hdr + 8), c->ctx->rank, c->peer,
@@ -124,7 +125,7 @@ static loomResult_t check_hdr(struct tcp_conn *c, const struct tcp_part *p) {
   }
   /* same call and length, so both sides cut the same parts */
   if (loom_get_u32(p->hdr + 4) != p->len)
-    return fail_conn(c, loomRemoteError, "corrupt stream (bad part length)", 0);
+    return tcp_fail_conn(c, loomRemoteError, "corrupt stream (bad part length)", 0);
   return loomSuccess;
 }
 
@@ -136,12 +137,12 @@ static loomResult_t progress_recv(struct tcp_conn *c, struct tcp_sock *s, int *p
     int n = part_iov(p, iov);
     ssize_t k = readv(s->fd, iov, n);
     if (k == 0)
-      return fail_conn(c, loomRemoteError,
+      return tcp_fail_conn(c, loomRemoteError,
                        "the peer closed the connection (did the process exit?)", 0);
     if (k < 0) {
       if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)
         return loomSuccess;
-      return fail_conn(c, loomRemoteError, "receive failed", errno);
+      return tcp_fail_conn(c, loomRemoteError, "receive failed", errno);
     }
     *progressed = 1;
     size_t before = p->done;
@@ -160,6 +161,8 @@ loomResult_t tcp_progress_conn(struct tcp_conn *c, int *progressed) {
     return c->failed;
   for (int i = 0; i < c->nsocks; i++) {
     struct tcp_sock *s = &c->socks[i];
+    if (s->fd < 0) /* lazy: not connected yet; its parts wait */
+      continue;
     if (s->sendq.count)
       LOOM_CHECK(progress_send(c, s, progressed));
     if (s->recvq.count)
@@ -172,16 +175,21 @@ int tcp_probe(void *conn, uint64_t fp[2], uint64_t *len) {
   struct tcp_conn *c = conn;
   if (c->failed != loomSuccess)
     return -1;
+  if (!tcp_conn_complete(c)) { /* lazy: a receive from anyone may need it */
+    if (tcp_want(c) != loomSuccess)
+      return -1;
+    return 0;
+  }
   /* message m's first part travels on socket m mod nsocks */
   struct tcp_sock *s = &c->socks[c->recv_msgs % (uint64_t)c->nsocks];
   uint8_t h[TCP_PART_HDR_BYTES];
   ssize_t k = recv(s->fd, h, sizeof h, MSG_PEEK | MSG_DONTWAIT);
   if (k == 0) {
-    fail_conn(c, loomRemoteError, "the peer closed the connection (did the process exit?)", 0);
+    tcp_fail_conn(c, loomRemoteError, "the peer closed the connection (did the process exit?)", 0);
     return -1;
   }
   if (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
-    fail_conn(c, loomRemoteError, "receive failed", errno);
+    tcp_fail_conn(c, loomRemoteError, "receive failed", errno);
     return -1;
   }
   if (k < (ssize_t)sizeof h) {
@@ -189,7 +197,7 @@ int tcp_probe(void *conn, uint64_t fp[2], uint64_t *len) {
     return 0;
   }
   if (loom_get_u32(h) != TCP_PART_MAGIC) {
-    fail_conn(c, loomRemoteError, "corrupt stream (bad part header)", 0);
+    tcp_fail_conn(c, loomRemoteError, "corrupt stream (bad part header)", 0);
     return -1;
   }
   *len = loom_get_u64(h + 8);

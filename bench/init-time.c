@@ -1,0 +1,78 @@
+/*
+ * init-time.c — how long a communicator takes to start, per rank: the
+ * call to loomCommInitRank, the first 8-byte all-reduce after it (which
+ * makes the connections a lazy start left out) and the second (a warm
+ * call, for scale).  Rank 0 prints one line of each over all ranks, in
+ * milliseconds:
+ *
+ *   init-time: ranks N  init min A max B  first min C max D  second max E  fds max F
+ *
+ * The init's max includes waiting for the last process to start (loomrun
+ * spawns them one by one); its min is the last arrival's, close to the
+ * bootstrap's own cost.  bench/init-scaling.sh runs it from 2 to 256 ranks.
+ *
+ *   loomrun -n 16 build/bench/init-time
+ */
+#include "loom.h"
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+static int count_fds(void) {
+  DIR *d = opendir("/proc/self/fd");
+  int n = -1; /* the directory's own descriptor */
+  if (d == NULL)
+    return 0;
+  for (struct dirent *e; (e = readdir(d)) != NULL;)
+    n += e->d_name[0] != '.';
+  closedir(d);
+  return n;
+}
+
+static void check(loomResult_t r, const char *what) {
+  if (r != loomSuccess) {
+    fprintf(stderr, "init-time: %s: %s: %s\n", what, loomGetErrorString(r),
+            loomGetLastError(NULL));
+    exit(1);
+  }
+}
+
+int main(void) {
+  int rank = atoi(getenv("LOOM_RANK") ? getenv("LOOM_RANK") : "0");
+  int nranks = atoi(getenv("LOOM_NRANKS") ? getenv("LOOM_NRANKS") : "1");
+  loomUniqueId id;
+  check(loomGetUniqueId(&id), "loomGetUniqueId");
+  loomComm_t comm;
+  double t0 = now_ms();
+  check(loomCommInitRank(&comm, nranks, id, rank), "loomCommInitRank");
+  double t1 = now_ms();
+  double x = 1, y = 0;
+  check(loomAllReduce(&x, &y, 1, loomFloat64, loomSum, comm, NULL), "first all-reduce");
+  double t2 = now_ms();
+  check(loomAllReduce(&x, &y, 1, loomFloat64, loomSum, comm, NULL), "second all-reduce");
+  double t3 = now_ms();
+  if (y != nranks) {
+    fprintf(stderr, "init-time: rank %d: the all-reduce gave %g, expected %d\n", rank, y, nranks);
+    return 1;
+  }
+  /* min and max of each through two all-reduces (min = -max of the negation) */
+  double mine[5] = {t1 - t0, -(t1 - t0), t2 - t1, -(t2 - t1), t3 - t2}, most[5];
+  double fds = count_fds(), most_fds = 0;
+  check(loomAllReduce(mine, most, 5, loomFloat64, loomMax, comm, NULL), "max");
+  check(loomAllReduce(&fds, &most_fds, 1, loomFloat64, loomMax, comm, NULL), "fds");
+  if (rank == 0)
+    printf("init-time: ranks %d  init min %.1f max %.1f  first min %.2f max %.2f  second max "
+           "%.3f  fds max %.0f\n",
+           nranks, -most[1], most[0], -most[3], most[2], most[4], most_fds);
+  check(loomCommFinalize(comm), "loomCommFinalize");
+  check(loomCommDestroy(comm), "loomCommDestroy");
+  return 0;
+}

@@ -241,7 +241,7 @@ out:
 
 /* When the network transport connects its peers, for the init log. */
 static const char *connect_when(void) {
-  return loom_connect_lazy() == 0 ? "all at init" : "shm at init, tcp on first use";
+  return loom_connect_lazy() == 0 ? "all at init" : "tcp on first use";
 }
 
 /* The engine's straggler warning, passed to the user's callback. */

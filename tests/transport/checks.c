@@ -141,16 +141,20 @@ void check_length_mismatch(struct conformance *c) {
 }
 
 /* For a transport that connects on first use (tcp with LOOM_CONNECT=lazy):
- * sends one message from ctx over conn while the other rank's context
- * (NULL: gone) progresses, for at most 3 s; returns the sender's failure
- * with its text in err (loomSuccess if the message went through). */
+ * sends one message from ctx over conn while the other rank (NULL: gone)
+ * waits for one from its rank 0 on other_conn, both progressing for at
+ * most 3 s; returns the sender's failure with its text in err (loomSuccess
+ * if the message went through). */
 static loomResult_t first_message(const struct loom_transport *tp, void *ctx, void *conn,
-                                  void *other_ctx, char *err, size_t len) {
-  uint8_t b[16] = {0};
+                                  void *other_ctx, void *other_conn, char *err, size_t len) {
+  uint8_t b[16] = {0}, in[16];
   struct loom_xfer x = {.buf = b, .len = sizeof b, .fp = {3, 3}};
+  struct loom_xfer rx = {.buf = in, .len = sizeof in, .fp = {3, 3}};
   struct pair mix = {.tp = tp};
   mix.rk[0] = (struct pair_rank){.rank = 0, .ctx = ctx};
   mix.rk[1] = (struct pair_rank){.rank = 1, .ctx = other_ctx};
+  if (other_conn != NULL)
+    tp->irecv(other_conn, &rx);
   loomResult_t res = tp->isend(conn, &x);
   int who = -1;
   struct loom_xfer *xs[] = {&x};
@@ -190,7 +194,8 @@ void check_other_secret(struct conformance *c) {
   pthread_join(th, NULL);
   int deferred = res == loomSuccess; /* connected on first use: the first message is refused */
   if (deferred)
-    res = first_message(c->tp, rogue.rk[0].ctx, conn, p.rk[1].ctx, err, sizeof err);
+    res = first_message(c->tp, rogue.rk[0].ctx, conn, p.rk[1].ctx, p.rk[1].conn, err,
+                        sizeof err);
   /* Either side may say why: the refusing rank, or the refused one. */
   const char *why = says_foreign(err) ? err : says_foreign(p.rk[1].err) ? p.rk[1].err : NULL;
   /* Connecting at once, the real rank 1 fails too (its rank 0 never came);
@@ -256,7 +261,7 @@ void check_unlistened(struct conformance *c) {
   char err[512];
   snprintf(err, sizeof err, "%s", loom_last_error());
   if (res == loomSuccess) /* connected on first use: the first message fails */
-    res = first_message(c->tp, p.rk[0].ctx, conn, NULL, err, sizeof err);
+    res = first_message(c->tp, p.rk[0].ctx, conn, NULL, NULL, err, sizeof err);
   double s = (double)(loom_now_ns() - t0) / 1e9;
   conformance_check(c, (res == loomTimeout || res == loomRemoteError) && s < 10 &&
                            strstr(err, "rank") && strstr(err, "1") != NULL,

@@ -687,8 +687,10 @@ END_TEST
 START_TEST(lazy_wrong_secret) {
   struct pair pr;
   lazy_pair(&pr, 2, 2, 0);
-  uint8_t b[16] = {0};
+  uint8_t b[16] = {0}, in[16];
   struct loom_xfer sx = {.buf = b, .len = sizeof b, .fp = {1, 1}};
+  struct loom_xfer rx = {.buf = in, .len = sizeof in, .fp = {1, 1}};
+  ck_assert_int_eq(tp->irecv(pr.conn[1], &rx), loomSuccess); /* rank 1 awaits rank 0 */
   ck_assert_int_eq(tp->isend(pr.conn[0], &sx), loomSuccess);
   int fr = -1, fp = -1;
   struct loom_xfer *xs[] = {&sx};
@@ -707,8 +709,10 @@ END_TEST
 START_TEST(lazy_nsocks_mismatch) {
   struct pair pr;
   lazy_pair(&pr, 1, 2, 1);
-  uint8_t b[16] = {0};
+  uint8_t b[16] = {0}, in[16];
   struct loom_xfer sx = {.buf = b, .len = sizeof b, .fp = {1, 1}};
+  struct loom_xfer rx = {.buf = in, .len = sizeof in, .fp = {1, 1}};
+  ck_assert_int_eq(tp->irecv(pr.conn[1], &rx), loomSuccess); /* rank 1 awaits rank 0 */
   ck_assert_int_eq(tp->isend(pr.conn[0], &sx), loomSuccess);
   int fr = -1, fp = -1;
   struct loom_xfer *xs[] = {&sx};

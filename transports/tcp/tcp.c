@@ -143,6 +143,7 @@ loomResult_t tcp_file_incoming(struct tcp_ctx *ctx, int fd, const uint8_t *hello
   }
   c->socks[idx].fd = fd;
   tcp_list_conn(ctx, c);
+  tcp_note_waiting(c);
   return loomSuccess;
 }
 

@@ -54,6 +54,7 @@ struct tcp_conn {
   uint64_t probe_turn;
   int listed; /* in ctx->open */
   int dialed; /* lazy: this rank (the lower) has opened its sockets */
+  int waiting; /* lazy: counted in ctx->nwaiting */
 };
 
 /* One socket in its authenticated hello, lazy mode (tcp_lazy.c). */
@@ -81,6 +82,10 @@ struct tcp_ctx {
   uint8_t *addrs;       /* lazy: every rank's address blob */
   struct tcp_shake *shakes; /* lazy: sockets in their hello */
   int nshakes, shakes_cap;
+  /* lazy: connections in use (or begun by the peer) that still wait for
+   * the peer's sockets; while 0 and no hello is under way, progress and
+   * poll_fds leave the listener alone (no system call per turn) */
+  int nwaiting;
 };
 
 /* tcp.c */
@@ -94,6 +99,8 @@ void tcp_list_conn(struct tcp_ctx *ctx, struct tcp_conn *c);
 int tcp_conn_complete(const struct tcp_conn *c);
 
 /* tcp_lazy.c: connections made on first use */
+/* Counts c in ctx->nwaiting while it awaits sockets from its (lower) peer. */
+void tcp_note_waiting(struct tcp_conn *c);
 /* The connection is wanted: the lower rank starts its sockets. */
 loomResult_t tcp_want(struct tcp_conn *c);
 /* Accepts and moves handshakes along; sets *progressed when one moved. */

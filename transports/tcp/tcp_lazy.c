@@ -107,11 +107,25 @@ static loomResult_t dial(struct tcp_conn *c) {
   return loomSuccess;
 }
 
+void tcp_note_waiting(struct tcp_conn *c) {
+  if (!c->ctx->lazy || c->peer > c->ctx->rank)
+    return;
+  int waiting = !tcp_conn_complete(c);
+  if (waiting != c->waiting) {
+    c->waiting = waiting;
+    c->ctx->nwaiting += waiting ? 1 : -1;
+  }
+}
+
 loomResult_t tcp_want(struct tcp_conn *c) {
-  tcp_list_conn(c->ctx, c);
-  if (c->dialed || c->peer < c->ctx->rank || tcp_conn_complete(c))
+  if (c->listed && (c->dialed || c->peer < c->ctx->rank)) /* the common case: nothing to do */
     return loomSuccess;
-  return dial(c);
+  tcp_list_conn(c->ctx, c);
+  if (c->peer < c->ctx->rank) {
+    tcp_note_waiting(c);
+    return loomSuccess;
+  }
+  return tcp_conn_complete(c) ? loomSuccess : dial(c);
 }
 
 /* Moves this step's bytes: 1 when they are all through, 0 when the socket
@@ -310,7 +324,10 @@ static int advance(struct tcp_ctx *ctx, int i, int *progressed, loomResult_t *re
 }
 
 loomResult_t tcp_lazy_progress(struct tcp_ctx *ctx, int *progressed, int *failed_peer) {
-  accept_new(ctx, progressed);
+  if (ctx->nshakes == 0 && ctx->nwaiting == 0)
+    return loomSuccess;
+  if (ctx->nwaiting > 0)
+    accept_new(ctx, progressed);
   loomResult_t res = loomSuccess;
   for (int i = 0; i < ctx->nshakes;) {
     if (!advance(ctx, i, progressed, &res, failed_peer)) {
@@ -324,17 +341,9 @@ loomResult_t tcp_lazy_progress(struct tcp_ctx *ctx, int *progressed, int *failed
   return loomSuccess;
 }
 
-/* Whether a connection in use still waits for its peer's sockets. */
-static int awaiting_peer(const struct tcp_ctx *ctx) {
-  for (int i = 0; i < ctx->nopen; i++)
-    if (!ctx->open[i]->dialed && !tcp_conn_complete(ctx->open[i]))
-      return 1;
-  return 0;
-}
-
 int tcp_lazy_poll_fds(struct tcp_ctx *ctx, struct pollfd *fds, int max) {
   int n = 0;
-  if (n < max && (ctx->nshakes > 0 || awaiting_peer(ctx)))
+  if (n < max && ctx->nwaiting > 0)
     fds[n++] = (struct pollfd){.fd = ctx->listen_fd, .events = POLLIN};
   for (int i = 0; i < ctx->nshakes && n < max; i++)
     fds[n++] = (struct pollfd){.fd = ctx->shakes[i].fd, .events = step_events(ctx->shakes[i].step)};

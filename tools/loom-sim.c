@@ -812,8 +812,12 @@ static void run_measure_host(void) {
   }
 }
 
+int loom_sim_init_main(int argc, char **argv); /* loom-sim-init.c */
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0); /* rows appear as they are made, piped too */
+  if (argc > 1 && strcmp(argv[1], "--init") == 0)
+    return loom_sim_init_main(argc - 1, argv + 1);
   struct opts o;
   parse(argc, argv, &o);
   if (o.measure_host) {

@@ -178,4 +178,28 @@ struct loom_sim_job {
 int loom_sim_model_run(const struct loom_sim_params *p, const struct loom_sim_job *job,
                        double *time, long *events, char *err, size_t errlen);
 
+/* ---- init_model.c: a communicator's start ---- */
+
+struct loom_sim_init_params {
+  double discover_s;   /* a rank discovering its node's hardware */
+  double root_hello_s; /* the root's time per hello (accept, challenge, check, answer) */
+  double root_bw;      /* bytes/s at which the root sends the rank tables */
+  double ring_setup_s; /* connecting to the ring successor and proving the secret */
+  double ring_alpha;   /* seconds per step of a bootstrap ring all-gather */
+  double ring_bw;      /* bytes/s of one ring hop */
+  double shm_seg_s;    /* creating this rank's shared-memory segment */
+  double shm_map_s;    /* mapping one local peer's segment */
+  double connect_s;    /* one TCP connection made on first use (connect and hello) */
+  int cores;           /* per node; 0: a core per rank */
+};
+
+struct loom_sim_init_result {
+  double bootstrap, topology, transports, first_connect, total; /* seconds */
+};
+
+void loom_sim_init_params_default(struct loom_sim_init_params *p);
+/* The start of nnodes x local ranks, phase by phase. */
+void loom_sim_init_predict(const struct loom_sim_init_params *p, int nnodes, int local,
+                           struct loom_sim_init_result *r);
+
 #endif

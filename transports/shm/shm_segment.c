@@ -86,7 +86,8 @@ loomResult_t shm_seg_create(struct shm_seg *seg, uint32_t nfifos, uint32_t cells
                       rank, seg->name, bytes, strerror(err));
   }
   seg->bytes = bytes;
-  memset(seg->base, 0, bytes);
+  /* A new file reads as zeros (ftruncate, then posix_fallocate's pages):
+   * no memset, which would touch every page of every FIFO at init. */
   struct shm_seg_hdr *h = seg->base;
   h->nfifos = nfifos;
   h->cells = cells;

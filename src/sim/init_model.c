@@ -1,0 +1,74 @@
+/*
+ * init_model.c — loom-sim's model of a communicator's start
+ * (loomCommInitRank and the connections its first collective makes), phase
+ * by phase as src/api/init.c runs them and logs them at
+ * LOOM_DEBUG_SUBSYS=INIT.  Unlike the collective model (model.c) it is a
+ * closed formula per phase, because every phase is a fixed pattern:
+ *
+ *   bootstrap   every rank sends its hello to the root, which handles them
+ *               one at a time and then sends each rank the whole table
+ *               (n entries of LOOM_PEER_INFO_BYTES): n hellos and n^2
+ *               entries through one process; then each rank connects to
+ *               its ring successor
+ *   topology    each rank discovers its node, then a ring all-gather of
+ *               the records (n - 1 steps)
+ *   transports  shared memory: this rank's segment and a map per local
+ *               peer; then a ring all-gather of the transport addresses
+ *               (n - 1 steps); TCP connects nothing (LOOM_CONNECT=lazy)
+ *   first call  an 8-byte all-reduce: recursive doubling, one round per
+ *               doubling, each round off the node connecting one peer
+ *
+ * Where a node has fewer cores than ranks, every CPU step stretches by
+ * ranks / cores (the ranks take turns), as in the collective model.
+ */
+#include "sim/sim.h"
+
+#include "bootstrap/wire.h" /* LOOM_PEER_INFO_BYTES */
+
+#include <math.h>
+
+/* Each rank's transport address blob (transports/mux.c's MUX_ADDR_BYTES:
+ * a name, the network transport's address, tcp's and shm's). */
+#define INIT_ADDR_BYTES 388.0
+
+void loom_sim_init_params_default(struct loom_sim_init_params *p) {
+  /* Calibrated on the development machine, 2026-12-05 (docs/scaling.md,
+   * "Start-up time"): phases of 2 ranks (no oversubscription) and the
+   * slopes of 2 to 16 ranks. */
+  *p = (struct loom_sim_init_params){
+      .discover_s = 24e-3,
+      .root_hello_s = 0.25e-3,
+      .root_bw = 2e9,
+      .ring_setup_s = 1e-3,
+      .ring_alpha = 60e-6,
+      .ring_bw = 2e9,
+      .shm_seg_s = 6e-3,
+      .shm_map_s = 0.1e-3,
+      .connect_s = 0.25e-3,
+      .cores = 0,
+  };
+}
+
+static double ceil_log2(int n) {
+  double r = 0;
+  for (long v = 1; v < n; v *= 2)
+    r++;
+  return r;
+}
+
+void loom_sim_init_predict(const struct loom_sim_init_params *p, int nnodes, int local,
+                           struct loom_sim_init_result *r) {
+  double n = (double)nnodes * local;
+  /* ranks taking turns on a core (1: a core each) */
+  double turns = p->cores > 0 && local > p->cores ? (double)local / p->cores : 1.0;
+  r->bootstrap = turns * (p->ring_setup_s + n * p->root_hello_s) +
+                 n * n * LOOM_PEER_INFO_BYTES / p->root_bw;
+  r->topology = turns * p->discover_s +
+                (n - 1) * (turns * p->ring_alpha + LOOM_TOPO_RECORD_BYTES / p->ring_bw);
+  double shm = local > 1 ? turns * (p->shm_seg_s + (local - 1) * p->shm_map_s) : 0;
+  r->transports = shm + (n - 1) * (turns * p->ring_alpha + INIT_ADDR_BYTES / p->ring_bw);
+  /* recursive doubling pairs rank r with r ^ 2^k: the rounds with 2^k >=
+   * local cross nodes, each connecting one new peer before it moves */
+  r->first_connect = ceil_log2(nnodes) * turns * p->connect_s;
+  r->total = r->bootstrap + r->topology + r->transports + r->first_connect;
+}

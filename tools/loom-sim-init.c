@@ -3,7 +3,8 @@
  * (src/sim/init_model.c) per rank count, phase by phase, and beside what
  * bench/init-scaling.sh measured on this machine (--compare).
  *
- *   loom-sim --init [-L ranks-per-node] [--max RANKS] [--cores C] [--compare FILE]
+ *   loom-sim --init [-L ranks-per-node] [--max RANKS] [--cores C] [--root-bw GBPS]
+ *                   [--compare FILE]
  *
  * Rank counts double from 2 (one node while they fit in -L, default 8;
  * then nodes of -L ranks) up to --max (default 16384).  --compare reads
@@ -20,7 +21,7 @@
 
 static void usage(FILE *f) {
   fprintf(f, "usage: loom-sim --init [-L ranks-per-node] [--max RANKS] [--cores C] "
-             "[--compare FILE]\n"
+             "[--root-bw GBPS] [--compare FILE]\n"
              "  predicts loomCommInitRank and the first collective's connections phase by "
              "phase\n"
              "  (model and calibration: src/sim/init_model.c, docs/simulator.md)\n");
@@ -43,14 +44,17 @@ static int compare(const struct loom_sim_init_params *base, const char *path) {
          path, base->cores);
   printf("#  ranks  measured: last rank + first call (s)   model (s)   model/measured\n");
   char line[512];
+  struct loom_sim_init_params p = *base;
   while (fgets(line, sizeof line, f) != NULL) {
+    if (strncmp(line, "# bench/init-scaling.sh: tcp", 28) == 0)
+      p.no_shm = 1; /* that run had LOOM_SHM_DISABLE=1 */
     int n;
     double init_max, last, first;
     if (sscanf(line, " %d init %lf [%*[^]]] last rank %lf [%*[^]]] first %lf", &n, &init_max,
                &last, &first) != 4)
       continue;
     struct loom_sim_init_result r;
-    loom_sim_init_predict(base, 1, n, &r);
+    loom_sim_init_predict(&p, 1, n, &r);
     double measured = (last + first) / 1e3;
     printf("%8d %20.3f %24.3f %12.2f\n", n, measured, r.total, r.total / measured);
   }
@@ -68,6 +72,7 @@ int loom_sim_init_main(int argc, char **argv) {
   static const struct option longs[] = {{"max", required_argument, 0, 'm'},
                                         {"cores", required_argument, 0, 'c'},
                                         {"compare", required_argument, 0, 'C'},
+                                        {"root-bw", required_argument, 0, 'r'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
   int c;
@@ -78,11 +83,12 @@ int loom_sim_init_main(int argc, char **argv) {
     case 'm': max = atoi(optarg); break;
     case 'c': cores = atoi(optarg); break;
     case 'C': cmp = optarg; break;
+    case 'r': p.root_bw = atof(optarg) * 1e9; break;
     case 'h': usage(stdout); return 0;
     default: usage(stderr); return 2;
     }
   }
-  if (local < 1 || max < 2 || (cores < 0 && cores != -1) || optind != argc) {
+  if (local < 1 || max < 2 || !(p.root_bw > 0) || (cores < 0 && cores != -1) || optind != argc) {
     usage(stderr);
     return 2;
   }

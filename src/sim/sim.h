@@ -191,6 +191,7 @@ struct loom_sim_init_params {
   double shm_map_s;    /* mapping one local peer's segment */
   double connect_s;    /* one TCP connection made on first use (connect and hello) */
   int cores;           /* per node; 0: a core per rank */
+  int no_shm;          /* 1: ranks of a node talk over TCP too (LOOM_SHM_DISABLE=1) */
 };
 
 struct loom_sim_init_result {

@@ -27,6 +27,10 @@ struct loomComm {
   int timeout_ms;
   struct loom_bootstrap *bs;
   struct loom_engine engine; /* holds the transport: tp, tp_ctx, conns per rank */
+  /* during init only: every rank's transport address blob, gathered with
+   * the topology records (comm_transport.c) */
+  char *tp_addrs;
+  size_t tp_addr_bytes;
   struct loom_cost_links links; /* what the transports report, for the tuner */
   /* schedule storage for one call (grown for large send/recv batches) */
   struct loom_step *sched_steps;
@@ -98,6 +102,13 @@ loomResult_t loom_read_config(const loomConfig_t *config, int *blocking, int *ti
 loomResult_t loom_comm_grow(void **buf, size_t *cap, size_t bytes);
 /* comm_topo.c: builds comm->topo at init (after the bootstrap, before the
  * transports), and logs what it means for the algorithms (after). */
+/* comm_transport.c: start the transports (this rank's address blob into
+ * tp_addrs), then, once comm_topo.c's all-gather has filled every rank's,
+ * connect (and free tp_addrs). */
+loomResult_t loom_comm_transport_start(loomComm_t comm);
+loomResult_t loom_comm_transport_connect(loomComm_t comm);
+/* comm_topo.c: discovers this node and all-gathers the records (and the
+ * transport addresses, when tp_addrs is set). */
 loomResult_t loom_comm_topo_setup(loomComm_t comm);
 void loom_comm_topo_report(loomComm_t comm);
 /* Stream tasks: counted so Finalize, Destroy and Abort wait for them. */

@@ -9,22 +9,46 @@
 #include "core/log.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 struct topo_allgather {
-  struct loom_bootstrap *bs;
+  loomComm_t comm;
   loomResult_t res;
 };
 
+/* The records' all-gather, carrying each rank's transport address blob
+ * behind its record (one pass round the ring for both). */
 static int topo_allgather(void *data, size_t size, void *arg) {
   struct topo_allgather *a = arg;
-  a->res = loom_bootstrap_allgather(a->bs, data, size);
+  loomComm_t comm = a->comm;
+  size_t ab = comm->tp_addrs != NULL ? comm->tp_addr_bytes : 0, block = size + ab;
+  size_t n = (size_t)comm->nranks, me = (size_t)comm->rank;
+  if (ab == 0) {
+    a->res = loom_bootstrap_allgather(comm->bs, data, size);
+    return a->res == loomSuccess ? 0 : -1;
+  }
+  char *both = malloc(n * block);
+  if (both == NULL) {
+    a->res = loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
+    return -1;
+  }
+  memcpy(both + me * block, (char *)data + me * size, size);
+  memcpy(both + me * block + size, comm->tp_addrs + me * ab, ab);
+  a->res = loom_bootstrap_allgather(comm->bs, both, block);
+  for (size_t r = 0; r < n && a->res == loomSuccess; r++) {
+    memcpy((char *)data + r * size, both + r * block, size);
+    memcpy(comm->tp_addrs + r * ab, both + r * block + size, ab);
+  }
+  free(both);
   return a->res == loomSuccess ? 0 : -1;
 }
 
-/* Each rank discovers its node (or reads LOOM_TOPO_FILE); the records meet
- * in one bootstrap allgather and the ranks are grouped by host id. */
+/* Each rank discovers its node (or reads LOOM_TOPO_FILE); the records
+ * (with the transport addresses) meet in one bootstrap allgather and the
+ * ranks are grouped by host id. */
 loomResult_t loom_comm_topo_setup(loomComm_t comm) {
-  struct topo_allgather ag = {.bs = comm->bs, .res = loomSuccess};
+  struct topo_allgather ag = {.comm = comm, .res = loomSuccess};
   char err[512];
   int rc = loom_topo_build(&comm->topo, comm->rank, comm->nranks,
                            loom_bootstrap_peer(comm->bs, comm->rank)->hostid, topo_allgather,

@@ -148,97 +148,6 @@ static const char *transport_name(const struct loom_engine *e) {
   return e->tp->ctx_name != NULL ? e->tp->ctx_name(e->tp_ctx) : e->tp->name;
 }
 
-/* The transport's report on the connection to `peer` (-1: none, left 0). */
-static void read_link(const struct loom_engine *e, int peer, struct loom_cost_link *out) {
-  struct loom_net_properties p = {0};
-  if (peer >= 0)
-    e->tp->properties(e->tp_ctx, peer, &p);
-  *out = (struct loom_cost_link){.latency_us = p.latency_us,
-                                 .bandwidth_gbps = p.bandwidth_gbps,
-                                 .msg_overhead_us = p.msg_overhead_us};
-}
-
-/* What the transport reports of one peer inside this node and one outside
- * (where there are such peers), for the tuner's cost model. */
-static void read_links(loomComm_t comm, const int *local, int nlocal) {
-  const struct loom_engine *e = &comm->engine;
-  if (e->tp->properties == NULL)
-    return;
-  int intra = -1, inter = -1;
-  for (int i = 0; i < nlocal && intra < 0; i++)
-    if (local[i] != comm->rank)
-      intra = local[i];
-  for (int r = 0, i = 0; r < comm->nranks && inter < 0; r++) {
-    while (i < nlocal && local[i] < r)
-      i++;
-    if (i == nlocal || local[i] != r)
-      inter = r;
-  }
-  read_link(e, intra, &comm->links.intra);
-  read_link(e, inter, &comm->links.inter);
-}
-
-/* Opens a connection to every other rank: point-to-point calls and
- * all-to-all need any pair, and the schedules pick peers per call. */
-static loomResult_t connect_transport(loomComm_t comm) {
-  if (loom_connect_lazy() < 0) /* checked on every rank, whatever carries its peers */
-    return loomInvalidArgument;
-  if (comm->nranks == 1)
-    return loomSuccess;
-  comm->engine.tp = &loom_transport_mux;
-  /* The ranks of this host, from the host ids exchanged at rendezvous (not
-   * comm->topo: a LOOM_TOPO_FILE may describe another machine, but shared
-   * memory needs the real one). */
-  int *local = malloc(sizeof(int) * (size_t)comm->nranks), nlocal = 0;
-  if (local == NULL)
-    return loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
-  const char *me = loom_bootstrap_peer(comm->bs, comm->rank)->hostid;
-  for (int r = 0; r < comm->nranks; r++)
-    if (strcmp(loom_bootstrap_peer(comm->bs, r)->hostid, me) == 0)
-      local[nlocal++] = r;
-  struct loom_transport_comm info = {
-      .rank = comm->rank,
-      .nranks = comm->nranks,
-      .secret = loom_bootstrap_secret(comm->bs),
-      .local_sockaddr = loom_bootstrap_local_addr(comm->bs),
-      .comm_name = comm->name,
-      .local_ranks = local,
-      .nlocal = nlocal,
-  };
-  size_t ab = comm->engine.tp->addr_bytes;
-  int *peers = NULL;
-  void **conns = NULL;
-  char *addrs = calloc((size_t)comm->nranks, ab);
-  if (addrs == NULL) {
-    free(local);
-    return loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
-  }
-  loomResult_t res;
-  struct loom_engine *e = &comm->engine;
-  LOOM_CHECK_GOTO(e->tp->init(&info, &e->tp_ctx, addrs + (size_t)comm->rank * ab), res, out);
-  LOOM_CHECK_GOTO(loom_bootstrap_allgather(comm->bs, addrs, ab), res, out);
-  int npeers = 0;
-  peers = malloc(sizeof(int) * (size_t)comm->nranks);
-  conns = malloc(sizeof(void *) * (size_t)comm->nranks);
-  if (peers == NULL || conns == NULL) {
-    res = loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
-    goto out;
-  }
-  for (int i = 1; i < comm->nranks; i++)
-    peers[npeers++] = (comm->rank + i) % comm->nranks;
-  uint64_t deadline = loom_deadline_ms(loom_param_int(LOOM_PARAM_BOOTSTRAP_TIMEOUT) * 1000);
-  LOOM_CHECK_GOTO(e->tp->connect(e->tp_ctx, npeers, peers, addrs, deadline, conns), res, out);
-  for (int i = 0; i < npeers; i++)
-    e->conns[peers[i]] = conns[i];
-  read_links(comm, local, nlocal);
-out:
-  free(addrs);
-  free(peers);
-  free(conns);
-  free(local);
-  return res;
-}
-
 /* When the network transport connects its peers, for the init log. */
 static const char *connect_when(void) {
   return loom_connect_lazy() == 0 ? "all at init" : "tcp on first use";
@@ -260,9 +169,11 @@ static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
   uint64_t t0 = loom_now_ns();
   LOOM_CHECK(loom_bootstrap_init(id, comm->rank, comm->nranks, &comm->bs));
   uint64_t t_bootstrap = loom_now_ns();
+  LOOM_CHECK(loom_comm_transport_start(comm)); /* its addresses travel with the topology */
+  uint64_t t_start = loom_now_ns();
   LOOM_CHECK(loom_comm_topo_setup(comm));
   uint64_t t_topo = loom_now_ns();
-  LOOM_CHECK(connect_transport(comm));
+  LOOM_CHECK(loom_comm_transport_connect(comm));
   uint64_t t_connect = loom_now_ns();
   struct loom_engine *e = &comm->engine;
   e->rank = comm->rank;
@@ -283,12 +194,12 @@ static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
   uint64_t t_end = loom_now_ns();
   LOOM_INFO(LOOM_LOG_INIT,
             "comm %s: rank %d of %d ready in %.1f ms (transport %s, timeout %d ms, "
-            "chunk %zu bytes); phases: bootstrap %.1f ms, topology %.1f ms, transports "
-            "%.1f ms (connections: %s), engine %.1f ms",
+            "chunk %zu bytes); phases: bootstrap %.1f ms, topology and addresses %.1f ms, "
+            "transports %.1f ms (connections: %s), engine %.1f ms",
             comm->name, comm->rank, comm->nranks, (double)(t_end - t0) / 1e6,
             transport_name(e), comm->timeout_ms, e->chunk_bytes,
-            (double)(t_bootstrap - t0) / 1e6, (double)(t_topo - t_bootstrap) / 1e6,
-            (double)(t_connect - t_topo) / 1e6, connect_when(),
+            (double)(t_bootstrap - t0) / 1e6, (double)(t_topo - t_start) / 1e6,
+            (double)(t_start - t_bootstrap + t_connect - t_topo) / 1e6, connect_when(),
             (double)(t_end - t_connect) / 1e6);
   return loomSuccess;
 }

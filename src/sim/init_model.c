@@ -10,11 +10,11 @@
  *               (n entries of LOOM_PEER_INFO_BYTES): n hellos and n^2
  *               entries through one process; then each rank connects to
  *               its ring successor
- *   topology    each rank discovers its node, then a ring all-gather of
- *               the records (n - 1 steps)
+ *   topology    each rank discovers its node, then one ring all-gather
+ *               (n - 1 steps) of the records with each rank's transport
+ *               addresses behind its record
  *   transports  shared memory: this rank's segment and a map per local
- *               peer; then a ring all-gather of the transport addresses
- *               (n - 1 steps); TCP connects nothing (LOOM_CONNECT=lazy)
+ *               peer; TCP connects nothing (LOOM_CONNECT=lazy)
  *   first call  an 8-byte all-reduce: recursive doubling, one round per
  *               doubling, each round off the node connecting one peer
  *
@@ -35,8 +35,9 @@ void loom_sim_init_params_default(struct loom_sim_init_params *p) {
   /* Calibrated on the development machine, 2026-12-05 (docs/simulator.md,
    * "Start-up"): discover_s, shm_seg_s and connect_s from the INIT
    * phases of 2 ranks; ring_alpha fitted to bench/init-scaling.sh's TCP
-   * runs of 2 to 256 ranks on 2 cores (the model within 0.88-1.18 of
-   * them).  root_hello_s, root_bw and ring_bw are not identified by
+   * runs of 2 to 256 ranks on 2 cores when init still made two ring
+   * all-gathers (within 0.88-1.18 of them; 0.75-1.03 of the runs with
+   * one).  root_hello_s, root_bw and ring_bw are not identified by
    * those runs (their terms stay small up to 256 ranks): set from the
    * costs of one accept, HMAC and send, and loopback TCP's bandwidth. */
   *p = (struct loom_sim_init_params){
@@ -69,9 +70,10 @@ void loom_sim_init_predict(const struct loom_sim_init_params *p, int nnodes, int
   r->bootstrap = turns * (p->ring_setup_s + n * p->root_hello_s) +
                  n * n * LOOM_PEER_INFO_BYTES / p->root_bw;
   r->topology = turns * p->discover_s +
-                (n - 1) * (turns * p->ring_alpha + LOOM_TOPO_RECORD_BYTES / p->ring_bw);
-  double shm = local > 1 && !p->no_shm ? turns * (p->shm_seg_s + (local - 1) * p->shm_map_s) : 0;
-  r->transports = shm + (n - 1) * (turns * p->ring_alpha + INIT_ADDR_BYTES / p->ring_bw);
+                (n - 1) * (turns * p->ring_alpha +
+                           (LOOM_TOPO_RECORD_BYTES + INIT_ADDR_BYTES) / p->ring_bw);
+  r->transports =
+      local > 1 && !p->no_shm ? turns * (p->shm_seg_s + (local - 1) * p->shm_map_s) : 0;
   /* recursive doubling pairs rank r with r ^ 2^k: the rounds with 2^k >=
    * local cross nodes, each connecting one new peer before it moves */
   r->first_connect = ceil_log2(nnodes) * turns * p->connect_s;

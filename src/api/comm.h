@@ -100,15 +100,14 @@ loomResult_t loom_read_config(const loomConfig_t *config, int *blocking, int *ti
 /* Grows *buf to at least `bytes` (64-byte aligned); loomSystemError on
  * failure. */
 loomResult_t loom_comm_grow(void **buf, size_t *cap, size_t bytes);
-/* comm_topo.c: builds comm->topo at init (after the bootstrap, before the
- * transports), and logs what it means for the algorithms (after). */
 /* comm_transport.c: start the transports (this rank's address blob into
  * tp_addrs), then, once comm_topo.c's all-gather has filled every rank's,
  * connect (and free tp_addrs). */
 loomResult_t loom_comm_transport_start(loomComm_t comm);
 loomResult_t loom_comm_transport_connect(loomComm_t comm);
-/* comm_topo.c: discovers this node and all-gathers the records (and the
- * transport addresses, when tp_addrs is set). */
+/* comm_topo.c: builds comm->topo at init, between the two halves above
+ * (its all-gather carries the transport addresses when tp_addrs is set),
+ * and logs what it means for the algorithms (after). */
 loomResult_t loom_comm_topo_setup(loomComm_t comm);
 void loom_comm_topo_report(loomComm_t comm);
 /* Stream tasks: counted so Finalize, Destroy and Abort wait for them. */

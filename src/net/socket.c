@@ -323,33 +323,6 @@ static int wait_fd(int fd, short events, uint64_t deadline) {
   }
 }
 
-/* One connection attempt: 0 with *fd_out, or the errno. */
-static int connect_once(const union loom_sockaddr *peer, uint64_t deadline, int *fd_out) {
-  int fd = socket(peer->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0)
-    return errno;
-  int err = 0;
-  if (connect(fd, &peer->sa, loom_sockaddr_len(peer)) != 0) {
-    err = errno;
-    if (err == EINPROGRESS) {
-      int w = wait_fd(fd, POLLOUT, deadline);
-      if (w == 1) {
-        socklen_t len = sizeof err;
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-      } else {
-        err = w == 0 ? ETIMEDOUT : errno;
-      }
-    }
-  }
-  if (err != 0) {
-    close(fd);
-    return err;
-  }
-  loom_socket_set_nodelay(fd);
-  *fd_out = fd;
-  return 0;
-}
-
 int loom_socket_connect_start(const union loom_sockaddr *peer, int *fd_out) {
   int fd = socket(peer->sa.sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0)
@@ -370,6 +343,24 @@ int loom_socket_connect_result(int fd) {
   if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0)
     return errno;
   return err;
+}
+
+/* One connection attempt: 0 with *fd_out, or the errno. */
+static int connect_once(const union loom_sockaddr *peer, uint64_t deadline, int *fd_out) {
+  int fd;
+  int err = loom_socket_connect_start(peer, &fd);
+  if (err != 0 && err != EINPROGRESS)
+    return err;
+  if (err == EINPROGRESS) {
+    int w = wait_fd(fd, POLLOUT, deadline);
+    err = w == 1 ? loom_socket_connect_result(fd) : w == 0 ? ETIMEDOUT : errno;
+  }
+  if (err != 0) {
+    close(fd);
+    return err;
+  }
+  *fd_out = fd;
+  return 0;
 }
 
 int loom_socket_connect_quiet(const union loom_sockaddr *peer, uint64_t deadline,

@@ -682,21 +682,30 @@ START_TEST(lazy_connects_on_first_use) {
 }
 END_TEST
 
+/* Rank 1 waits for a message from rank 0, rank 0 sends its first one;
+ * returns the failure that ends it, with the failing rank, its peer and
+ * the error text. */
+static loomResult_t first_message_fails(struct pair *pr, int *fr, int *fp, const char **err) {
+  uint8_t b[16] = {0}, in[16];
+  struct loom_xfer sx = {.buf = b, .len = sizeof b, .fp = {1, 1}};
+  struct loom_xfer rx = {.buf = in, .len = sizeof in, .fp = {1, 1}};
+  ck_assert_int_eq(tp->irecv(pr->conn[1], &rx), loomSuccess);
+  ck_assert_int_eq(tp->isend(pr->conn[0], &sx), loomSuccess);
+  struct loom_xfer *xs[] = {&sx};
+  loom_clear_last_error();
+  loomResult_t res = run_until(pr, xs, 1, 5000, fr, fp);
+  *err = loomGetLastError(NULL);
+  return res;
+}
+
 /* The lower rank's first message with the wrong secret: the higher rank
  * drops the sockets and carries on; the lower one fails naming it. */
 START_TEST(lazy_wrong_secret) {
   struct pair pr;
   lazy_pair(&pr, 2, 2, 0);
-  uint8_t b[16] = {0}, in[16];
-  struct loom_xfer sx = {.buf = b, .len = sizeof b, .fp = {1, 1}};
-  struct loom_xfer rx = {.buf = in, .len = sizeof in, .fp = {1, 1}};
-  ck_assert_int_eq(tp->irecv(pr.conn[1], &rx), loomSuccess); /* rank 1 awaits rank 0 */
-  ck_assert_int_eq(tp->isend(pr.conn[0], &sx), loomSuccess);
   int fr = -1, fp = -1;
-  struct loom_xfer *xs[] = {&sx};
-  loom_clear_last_error();
-  loomResult_t res = run_until(&pr, xs, 1, 5000, &fr, &fp);
-  const char *err = loomGetLastError(NULL);
+  const char *err;
+  loomResult_t res = first_message_fails(&pr, &fr, &fp, &err);
   ck_assert_msg(res == loomRemoteError && fr == 0 && fp == 1, "result %d on rank %d: %s", res,
                 fr, err);
   ck_assert_msg(strstr(err, "rank 1") && strstr(err, "another job"), "error \"%s\"", err);
@@ -709,16 +718,9 @@ END_TEST
 START_TEST(lazy_nsocks_mismatch) {
   struct pair pr;
   lazy_pair(&pr, 1, 2, 1);
-  uint8_t b[16] = {0}, in[16];
-  struct loom_xfer sx = {.buf = b, .len = sizeof b, .fp = {1, 1}};
-  struct loom_xfer rx = {.buf = in, .len = sizeof in, .fp = {1, 1}};
-  ck_assert_int_eq(tp->irecv(pr.conn[1], &rx), loomSuccess); /* rank 1 awaits rank 0 */
-  ck_assert_int_eq(tp->isend(pr.conn[0], &sx), loomSuccess);
   int fr = -1, fp = -1;
-  struct loom_xfer *xs[] = {&sx};
-  loom_clear_last_error();
-  loomResult_t res = run_until(&pr, xs, 1, 5000, &fr, &fp);
-  const char *err = loomGetLastError(NULL);
+  const char *err;
+  loomResult_t res = first_message_fails(&pr, &fr, &fp, &err);
   ck_assert_msg(res == loomInvalidUsage && fr == 1 && fp == 0, "result %d on rank %d: %s", res,
                 fr, err);
   ck_assert_msg(strstr(err, "LOOM_SOCKET_NSOCKS") != NULL, "error \"%s\"", err);

@@ -233,16 +233,14 @@ static int acceptor_step(struct tcp_ctx *ctx, struct tcp_shake *sh, loomResult_t
                 ctx->rank);
       return 1;
     }
-    uint8_t keep[TCP_HELLO_BYTES];
-    memcpy(keep, hello, sizeof keep);
-    loom_auth_tag(ctx->secret, TCP_AUTH_LABEL, 'a', sh->st.challenge, sh->st.nonce, keep,
-                  sizeof keep, sh->buf);
-    memcpy(sh->buf + LOOM_AUTH_TAG_BYTES, keep, sizeof keep); /* after the answer */
+    /* the answer goes where the nonce and tag were; the hello stays put */
+    loom_auth_tag(ctx->secret, TCP_AUTH_LABEL, 'a', sh->st.challenge, sh->st.nonce, hello,
+                  TCP_HELLO_BYTES, sh->buf);
     next_step(sh, SHAKE_PUT_ANSWER);
     return 0;
   }
   default: { /* SHAKE_PUT_ANSWER */
-    const uint8_t *hello = sh->buf + LOOM_AUTH_TAG_BYTES;
+    const uint8_t *hello = sh->buf + LOOM_AUTH_PROOF_BYTES;
     int peer = (int)loom_get_u32(hello);
     int fd = sh->fd;
     sh->fd = -1; /* filed or closed by tcp_file_incoming */

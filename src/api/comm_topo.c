@@ -51,7 +51,7 @@ loomResult_t loom_comm_topo_setup(loomComm_t comm) {
   struct topo_allgather ag = {.comm = comm, .res = loomSuccess};
   char err[512];
   int rc = loom_topo_build(&comm->topo, comm->rank, comm->nranks,
-                           loom_bootstrap_peer(comm->bs, comm->rank)->hostid, topo_allgather,
+                           loom_bootstrap_self(comm->bs)->hostid, topo_allgather,
                            &ag, err, sizeof err);
   if (rc == -2)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "rank %d: %s", comm->rank, err);

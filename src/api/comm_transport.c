@@ -14,18 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The ranks of this host, from the host ids exchanged at rendezvous (not
+/* The ranks of this host, as the bootstrap root grouped the host ids (not
  * comm->topo: a LOOM_TOPO_FILE may describe another machine, but shared
  * memory needs the real one).  NULL when out of memory. */
 static int *host_ranks(loomComm_t comm, int *nlocal) {
-  int *local = malloc(sizeof(int) * (size_t)comm->nranks);
-  *nlocal = 0;
-  if (local == NULL)
-    return NULL;
-  const char *me = loom_bootstrap_peer(comm->bs, comm->rank)->hostid;
-  for (int r = 0; r < comm->nranks; r++)
-    if (strcmp(loom_bootstrap_peer(comm->bs, r)->hostid, me) == 0)
-      local[(*nlocal)++] = r;
+  const int32_t *ranks = loom_bootstrap_host_ranks(comm->bs, nlocal);
+  int *local = malloc(sizeof(int) * (size_t)*nlocal);
+  for (int i = 0; local != NULL && i < *nlocal; i++)
+    local[i] = ranks[i];
   return local;
 }
 

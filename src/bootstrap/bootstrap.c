@@ -27,7 +27,8 @@ struct loom_bootstrap {
   int timeout_s;
   uint8_t secret[LOOM_SECRET_BYTES];
   union loom_sockaddr local_addr;
-  struct loom_peer_info *peers;
+  struct loom_peer_info self;
+  struct loom_placement place; /* ring neighbours, ranks of this host (root's answer) */
   int next_fd; /* to rank+1 */
   char next_what[160];                 /* the successor, for messages */
   struct loom_auth_state next_auth;    /* the ring handshake with it */
@@ -36,9 +37,12 @@ struct loom_bootstrap {
 
 int loom_bootstrap_rank(const struct loom_bootstrap *bs) { return bs->rank; }
 int loom_bootstrap_nranks(const struct loom_bootstrap *bs) { return bs->nranks; }
-const struct loom_peer_info *loom_bootstrap_peer(const struct loom_bootstrap *bs,
-                                                 int rank) {
-  return &bs->peers[rank];
+const struct loom_peer_info *loom_bootstrap_self(const struct loom_bootstrap *bs) {
+  return &bs->self;
+}
+const int32_t *loom_bootstrap_host_ranks(const struct loom_bootstrap *bs, int *nlocal) {
+  *nlocal = bs->place.nlocal;
+  return bs->place.local;
 }
 const uint8_t *loom_bootstrap_secret(const struct loom_bootstrap *bs) {
   return bs->secret;
@@ -210,35 +214,34 @@ static loomResult_t recv_error_frame(int fd, uint32_t len, uint64_t deadline, co
   return loom_error(res, LOOM_LOG_BOOTSTRAP, "%s", text);
 }
 
-/* The table frame's body and the root's tag over its digest. */
-static loomResult_t recv_table(struct loom_bootstrap *bs, int fd, uint32_t len,
-                               uint64_t deadline, const char *what,
-                               const struct loom_auth_state *st) {
-  size_t table_bytes = (size_t)bs->nranks * LOOM_PEER_INFO_BYTES;
+/* The placement frame's body and the root's tag over its digest. */
+static loomResult_t recv_placement(struct loom_bootstrap *bs, int fd, uint32_t len,
+                                   uint64_t deadline, const char *what,
+                                   const struct loom_auth_state *st) {
   uint8_t tag[LOOM_AUTH_TAG_BYTES], digest[LOOM_SHA256_BYTES];
-  if (len != table_bytes + sizeof tag)
+  if (len < LOOM_PLACEMENT_BYTES(1) + sizeof tag || len > LOOM_PLACEMENT_BYTES(bs->nranks) + sizeof tag)
     return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
                       "unexpected answer from %s (%u bytes for %d ranks)", what, len,
                       bs->nranks);
-  uint8_t *table = malloc(table_bytes);
-  if (table == NULL)
-    return loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP, "out of memory (rank table)");
-  loomResult_t res = loom_socket_recv_all(fd, table, table_bytes, deadline, what);
+  size_t bytes = len - sizeof tag;
+  uint8_t *body = malloc(bytes);
+  if (body == NULL)
+    return loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP, "out of memory (placement)");
+  loomResult_t res = loom_socket_recv_all(fd, body, bytes, deadline, what);
   if (res == loomSuccess)
     res = loom_socket_recv_all(fd, tag, sizeof tag, deadline, what);
-  loom_sha256(table, table_bytes, digest);
-  if (res == loomSuccess && !loom_auth_check(bs->secret, ROOT_LABEL "/table", 'a',
+  loom_sha256(body, bytes, digest);
+  if (res == loomSuccess && !loom_auth_check(bs->secret, ROOT_LABEL "/placement", 'a',
                                              st->challenge, st->nonce, digest, sizeof digest, tag))
     res = loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
-                     "the rank table from %s does not carry this job's tag: refused (a forged "
+                     "the placement from %s does not carry this job's tag: refused (a forged "
                      "or foreign root)",
                      what);
-  for (int r = 0; res == loomSuccess && r < bs->nranks; r++)
-    if (loom_peer_info_decode(table + (size_t)r * LOOM_PEER_INFO_BYTES, &bs->peers[r]) != 0 ||
-        bs->peers[r].rank != r)
-      res = loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
-                       "corrupt rank table from %s (entry %d)", what, r);
-  free(table);
+  if (res == loomSuccess &&
+      loom_placement_decode(body, bytes, bs->rank, bs->nranks, &bs->place) != 0)
+    res = loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
+                     "corrupt placement from %s (rank %d of %d)", what, bs->rank, bs->nranks);
+  free(body);
   return res;
 }
 
@@ -270,8 +273,8 @@ static loomResult_t rendezvous_once(struct loom_bootstrap *bs, int fd, const cha
   if (res != loomSuccess)
     return res;
   uint64_t answer_deadline = deadline + (uint64_t)ROOT_ANSWER_GRACE_MS * 1000000ull;
-  size_t table_bytes = (size_t)bs->nranks * LOOM_PEER_INFO_BYTES;
-  res = recv_frame_hdr(fd, (uint32_t)(table_bytes + 4096), answer_deadline, what, &h);
+  size_t most = LOOM_PLACEMENT_BYTES(bs->nranks) + LOOM_AUTH_TAG_BYTES;
+  res = recv_frame_hdr(fd, most > 4096 ? (uint32_t)most : 4096, answer_deadline, what, &h);
   if (res == loomTimeout)
     return loom_error(loomTimeout, LOOM_LOG_BOOTSTRAP,
                       "rank %d: the bootstrap root at %s did not answer within %d s: some "
@@ -283,13 +286,13 @@ static loomResult_t rendezvous_once(struct loom_bootstrap *bs, int fd, const cha
     return res;
   if (h.type == LOOM_FRAME_ERROR)
     return recv_error_frame(fd, h.len, answer_deadline, what, bs->secret, &st);
-  if (h.type != LOOM_FRAME_TABLE)
+  if (h.type != LOOM_FRAME_PLACEMENT)
     return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
                       "unexpected answer from %s (type %u, %u bytes)", what, h.type, h.len);
-  return recv_table(bs, fd, h.len, answer_deadline, what, &st);
+  return recv_placement(bs, fd, h.len, answer_deadline, what, &st);
 }
 
-/* Hello to the root, answer: the table of every rank's info. */
+/* Hello to the root, answer: this rank's placement. */
 static loomResult_t rendezvous(struct loom_bootstrap *bs, const struct loom_id_fields *id,
                                const struct loom_peer_info *self, uint64_t deadline) {
   char what[128], root_text[LOOM_ADDR_STRLEN];
@@ -377,14 +380,14 @@ static loomResult_t form_ring(struct loom_bootstrap *bs, int listen_fd, uint64_t
   int next = (bs->rank + 1) % bs->nranks;
   int prev = (bs->rank + bs->nranks - 1) % bs->nranks;
   snprintf(bs->next_what, sizeof bs->next_what,
-           "rank %d (bootstrap ring successor, pid %d on %s)", next, bs->peers[next].pid,
-           bs->peers[next].hostname);
+           "rank %d (bootstrap ring successor, pid %d on %s)", next, bs->place.next.pid,
+           bs->place.next.hostname);
   /* The successor listened before its hello: a refusal means it is gone. */
-  LOOM_CHECK(loom_socket_connect(&bs->peers[next].listen_addr, deadline, 0, bs->next_what,
+  LOOM_CHECK(loom_socket_connect(&bs->place.next.listen_addr, deadline, 0, bs->next_what,
                                  &bs->next_fd));
   char what[160];
   snprintf(what, sizeof what, "rank %d (bootstrap ring predecessor, pid %d on %s)", prev,
-           bs->peers[prev].pid, bs->peers[prev].hostname);
+           bs->place.prev.pid, bs->place.prev.hostname);
   int answered = 0;
   LOOM_CHECK(accept_predecessor(bs, listen_fd, deadline, what, prove_to_next, &answered));
   uint8_t hello[4];
@@ -403,7 +406,6 @@ loomResult_t loom_bootstrap_init(const loomUniqueId *id, int rank, int nranks,
   struct loom_bootstrap *bs = calloc(1, sizeof *bs);
   if (bs == NULL)
     return loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP, "out of memory");
-  bs->peers = calloc((size_t)nranks, sizeof *bs->peers);
   bs->rank = rank;
   bs->nranks = nranks;
   bs->timeout_s = bootstrap_timeout_s();
@@ -411,25 +413,20 @@ loomResult_t loom_bootstrap_init(const loomUniqueId *id, int rank, int nranks,
   memcpy(bs->secret, f.secret, LOOM_SECRET_BYTES);
   int listen_fd = -1;
   loomResult_t res = loomSuccess;
-  if (bs->peers == NULL) {
-    res = loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP, "out of memory");
-    goto fail;
-  }
   uint64_t deadline = loom_deadline_ms((int64_t)bs->timeout_s * 1000);
   LOOM_CHECK_GOTO(pick_local_address(&f.root, &bs->local_addr), res, fail);
-  struct loom_peer_info self;
-  memset(&self, 0, sizeof self);
-  self.rank = rank;
-  self.pid = (int32_t)getpid();
-  fill_host_identity(&self);
-  LOOM_CHECK_GOTO(loom_socket_listen(&bs->local_addr, &listen_fd, &self.listen_addr),
+  struct loom_peer_info *self = &bs->self;
+  self->rank = rank;
+  self->pid = (int32_t)getpid();
+  fill_host_identity(self);
+  LOOM_CHECK_GOTO(loom_socket_listen(&bs->local_addr, &listen_fd, &self->listen_addr),
                   res, fail);
-  bs->local_addr = self.listen_addr;
+  bs->local_addr = self->listen_addr;
   if (f.from_env && rank == 0) {
     union loom_sockaddr bound;
     LOOM_CHECK_GOTO(loom_root_start(&f.root, f.secret, bs->timeout_s, &bound), res, fail);
   }
-  LOOM_CHECK_GOTO(rendezvous(bs, &f, &self, deadline), res, fail);
+  LOOM_CHECK_GOTO(rendezvous(bs, &f, self, deadline), res, fail);
   if (nranks > 1)
     LOOM_CHECK_GOTO(form_ring(bs, listen_fd, deadline), res, fail);
   close(listen_fd);
@@ -616,6 +613,6 @@ void loom_bootstrap_close(struct loom_bootstrap *bs) {
     close(bs->next_fd);
   if (bs->prev_fd >= 0)
     close(bs->prev_fd);
-  free(bs->peers);
+  free(bs->place.local);
   free(bs);
 }

@@ -2,8 +2,11 @@
  * bootstrap.h — out-of-band rendezvous of the ranks of one communicator.
  *
  * The root (a thread in the process that made the unique id, or in rank 0
- * when LOOM_COMM_ID is used) collects every rank's hello and hands back the
- * table of peer infos.  The ranks then form a ring of sockets used for
+ * when LOOM_COMM_ID is used) collects every rank's hello and hands back
+ * each rank's placement: its ring neighbours and the ranks of its host,
+ * O(ranks per node) bytes a rank (wire.h; what the others need to know of
+ * every rank travels in the topology all-gather, api/comm_topo.c).  The
+ * ranks then form a ring of sockets used for
  * bootstrap allgather and barrier and, later, for failure notices.  Every
  * wait ends at the bootstrap deadline with an error naming the ranks that
  * did not arrive.
@@ -35,8 +38,11 @@ loomResult_t loom_bootstrap_init(const loomUniqueId *id, int rank, int nranks,
 
 int loom_bootstrap_rank(const struct loom_bootstrap *bs);
 int loom_bootstrap_nranks(const struct loom_bootstrap *bs);
-const struct loom_peer_info *loom_bootstrap_peer(const struct loom_bootstrap *bs,
-                                                 int rank);
+/* What this rank told the root: pid, host name, host id, ring listener. */
+const struct loom_peer_info *loom_bootstrap_self(const struct loom_bootstrap *bs);
+/* The ranks sharing this rank's host id, ascending, this rank among them
+ * (the root's grouping of the host ids every rank sent). */
+const int32_t *loom_bootstrap_host_ranks(const struct loom_bootstrap *bs, int *nlocal);
 /* The communicator's secret (used to authenticate data connections). */
 const uint8_t *loom_bootstrap_secret(const struct loom_bootstrap *bs);
 /* The local address other ranks can reach this rank on. */

@@ -1,9 +1,9 @@
 /*
  * root.c — the bootstrap root: a thread that challenges every connection,
  * admits the ranks that prove the job's secret (net/auth.h), and
- * answers each with the table of all ranks (or with an error naming the
- * ranks that never arrived), tagged so the rank knows it came from its own
- * job's root.  It serves one rendezvous and exits.  Nothing a client sends
+ * answers each with its placement (its ring neighbours and the ranks of its
+ * host; or an error naming the ranks that never arrived), tagged so the
+ * rank knows it came from its own job's root.  It serves one rendezvous and exits.  Nothing a client sends
  * can crash or starve it: frames are size-checked before anything is read
  * into a buffer, a connection has ROOT_PROOF_MS to prove itself, and when
  * every slot is taken the oldest unproven one makes room.
@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Unproven connections held at once: far below the usual 1,024 open files,
@@ -55,6 +56,7 @@ struct root_state {
   struct loom_auth_state *rank_auth; /* per rank: its handshake, to tag replies */
   struct loom_peer_info *infos;
   unsigned long dropped; /* connections that never proved the secret */
+  uint64_t first_ns, last_ns; /* the first and last rank's hello accepted */
 };
 
 /* Closes pending slot i, keeping the others in arrival order.  A reason
@@ -169,6 +171,9 @@ static void accept_hello(struct root_state *st, int i) {
   st->rank_auth[info.rank] = pc->auth;
   st->infos[info.rank] = info;
   st->arrived++;
+  st->last_ns = loom_now_ns();
+  if (st->arrived == 1)
+    st->first_ns = st->last_ns;
   LOOM_TRACE(LOOM_LOG_BOOTSTRAP, "root: rank %d arrived (%d/%d)", info.rank, st->arrived,
              st->nranks);
   take_pending(st, i); /* fd now owned by rank_fd */
@@ -203,57 +208,120 @@ static void read_pending(struct root_state *st, int i) {
 }
 
 /* Replies go to ranks of other processes first: a rank in this process may
- * return and end the process (and this thread) as soon as it has its own. */
-static int reply_order(const struct root_state *st, int i) {
-  pid_t self = getpid();
-  int remote = 0;
-  for (int r = 0; r < st->nranks; r++)
-    if (st->infos[r].pid != self) {
-      if (remote == i)
-        return r;
-      remote++;
-    }
-  int local = remote;
-  for (int r = 0; r < st->nranks; r++)
-    if (st->infos[r].pid == self) {
-      if (local == i)
-        return r;
-      local++;
-    }
-  return -1;
+ * return and end the process (and this thread) as soon as it has its own.
+ * Pass 0 answers the others, pass 1 this process's ranks. */
+static int answer_in_pass(const struct root_state *st, int r, int pass, pid_t self) {
+  return (st->infos[r].pid == self) == (pass == 1);
 }
 
-/* The table frame: header, every rank's info, then per rank the root's tag
- * over the table's digest (one hash of the table, not one per rank). */
-static void send_table(struct root_state *st) {
-  size_t bytes = (size_t)st->nranks * LOOM_PEER_INFO_BYTES;
-  uint8_t *table = malloc(LOOM_FRAME_HDR_BYTES + bytes);
-  if (table == NULL) {
-    for (int r = 0; r < st->nranks; r++)
-      send_error_frame(st->rank_fd[r], &st->rank_auth[r], st->secret, loomSystemError,
-                       "bootstrap root ran out of memory for the rank table");
+/* Groups the ranks by host id: `order` lists every rank, those of one
+ * host together and ascending; a rank's host starts at order[first[r]]
+ * and holds count[r] ranks.  O(n log n), once per rendezvous. */
+struct host_groups {
+  int32_t *order;
+  int *first, *count;
+};
+
+struct host_key {
+  const char *hostid;
+  int32_t rank;
+};
+
+static int compare_host_keys(const void *a, const void *b) {
+  const struct host_key *x = a, *y = b;
+  int c = strcmp(x->hostid, y->hostid);
+  return c != 0 ? c : (x->rank > y->rank) - (x->rank < y->rank);
+}
+
+static void free_groups(struct host_groups *g) {
+  free(g->order);
+  free(g->first);
+  free(g->count);
+}
+
+static int group_hosts(const struct root_state *st, struct host_groups *g) {
+  size_t n = (size_t)st->nranks;
+  struct host_key *keys = malloc(sizeof *keys * n);
+  g->order = malloc(sizeof *g->order * n);
+  g->first = malloc(sizeof *g->first * n);
+  g->count = malloc(sizeof *g->count * n);
+  if (keys == NULL || g->order == NULL || g->first == NULL || g->count == NULL) {
+    free(keys);
+    free_groups(g);
+    return -1;
+  }
+  for (size_t r = 0; r < n; r++)
+    keys[r] = (struct host_key){.hostid = st->infos[r].hostid, .rank = (int32_t)r};
+  qsort(keys, n, sizeof *keys, compare_host_keys);
+  for (size_t i = 0, run = 0; i < n; i++) {
+    g->order[i] = keys[i].rank;
+    if (i > 0 && strcmp(keys[i].hostid, keys[run].hostid) != 0)
+      run = i;
+    g->first[keys[i].rank] = (int)run;
+  }
+  for (size_t i = 0; i < n; i++) {
+    size_t end = (size_t)g->first[keys[i].rank];
+    while (end < n && strcmp(keys[end].hostid, keys[i].hostid) == 0)
+      end++;
+    g->count[keys[i].rank] = (int)(end - (size_t)g->first[keys[i].rank]);
+  }
+  free(keys);
+  return 0;
+}
+
+static void send_out_of_memory(struct root_state *st) {
+  for (int r = 0; r < st->nranks; r++)
+    send_error_frame(st->rank_fd[r], &st->rank_auth[r], st->secret, loomSystemError,
+                     "bootstrap root ran out of memory for the ranks' placements");
+}
+
+/* One rank's answer: frame header, its placement, the root's tag over
+ * the placement's digest.  A rank that died meanwhile fails its own
+ * neighbours; the caller goes on with the others. */
+static void send_placement(struct root_state *st, const struct host_groups *g, int r,
+                           uint8_t *frame) {
+  int n = st->nranks;
+  struct loom_placement p = {.prev = st->infos[(r + n - 1) % n],
+                             .next = st->infos[(r + 1) % n],
+                             .nlocal = g->count[r],
+                             .local = g->order + g->first[r]};
+  size_t bytes = LOOM_PLACEMENT_BYTES(p.nlocal);
+  struct loom_frame_hdr h = {.type = LOOM_FRAME_PLACEMENT,
+                             .len = (uint32_t)(bytes + LOOM_AUTH_TAG_BYTES)};
+  loom_frame_hdr_encode(&h, frame);
+  loom_placement_encode(&p, frame + LOOM_FRAME_HDR_BYTES);
+  uint8_t digest[LOOM_SHA256_BYTES];
+  loom_sha256(frame + LOOM_FRAME_HDR_BYTES, bytes, digest);
+  loom_auth_tag(st->secret, ROOT_LABEL "/placement", 'a', st->rank_auth[r].challenge,
+                st->rank_auth[r].nonce, digest, sizeof digest,
+                frame + LOOM_FRAME_HDR_BYTES + bytes);
+  char what[64];
+  snprintf(what, sizeof what, "rank %d (placement)", r);
+  loom_socket_send_all(st->rank_fd[r], frame, LOOM_FRAME_HDR_BYTES + bytes + LOOM_AUTH_TAG_BYTES,
+                       loom_deadline_ms(ROOT_REPLY_MS), what);
+}
+
+/* Every rank gets its placement: O(ranks on its host) bytes, not the
+ * whole table (which made the root send n^2 entries). */
+static void send_placements(struct root_state *st) {
+  struct host_groups g = {0};
+  if (group_hosts(st, &g) != 0) {
+    send_out_of_memory(st);
     return;
   }
-  struct loom_frame_hdr h = {.type = LOOM_FRAME_TABLE, .len = (uint32_t)(bytes + LOOM_AUTH_TAG_BYTES)};
-  loom_frame_hdr_encode(&h, table);
+  int most = 0;
   for (int r = 0; r < st->nranks; r++)
-    loom_peer_info_encode(&st->infos[r], table + LOOM_FRAME_HDR_BYTES +
-                                             (size_t)r * LOOM_PEER_INFO_BYTES);
-  uint8_t digest[LOOM_SHA256_BYTES], tag[LOOM_AUTH_TAG_BYTES];
-  loom_sha256(table + LOOM_FRAME_HDR_BYTES, bytes, digest);
-  for (int i = 0; i < st->nranks; i++) {
-    int r = reply_order(st, i);
-    char what[64];
-    snprintf(what, sizeof what, "rank %d (rank table)", r);
-    loom_auth_tag(st->secret, ROOT_LABEL "/table", 'a', st->rank_auth[r].challenge,
-                  st->rank_auth[r].nonce, digest, sizeof digest, tag);
-    /* A rank that died meanwhile fails its own neighbours; keep going. */
-    uint64_t deadline = loom_deadline_ms(ROOT_REPLY_MS);
-    if (loom_socket_send_all(st->rank_fd[r], table, LOOM_FRAME_HDR_BYTES + bytes, deadline,
-                             what) == loomSuccess)
-      loom_socket_send_all(st->rank_fd[r], tag, sizeof tag, deadline, what);
-  }
-  free(table);
+    most = g.count[r] > most ? g.count[r] : most;
+  uint8_t *frame = malloc(LOOM_FRAME_HDR_BYTES + LOOM_PLACEMENT_BYTES(most) + LOOM_AUTH_TAG_BYTES);
+  if (frame == NULL)
+    send_out_of_memory(st);
+  pid_t self = getpid();
+  for (int pass = 0; frame != NULL && pass < 2; pass++)
+    for (int r = 0; r < st->nranks; r++)
+      if (answer_in_pass(st, r, pass, self))
+        send_placement(st, &g, r, frame);
+  free(frame);
+  free_groups(&g);
 }
 
 /* Lists the missing ranks as "3, 5, 7 (3 of 8)" into buf. */
@@ -290,11 +358,11 @@ static void root_timeout(struct root_state *st) {
            "never arrived at the root %s",
            st->timeout_s, missing, st->addr_text);
   LOOM_WARN(LOOM_LOG_BOOTSTRAP, "%s", text);
-  for (int i = 0; i < st->nranks; i++) {
-    int r = reply_order(st, i);
-    if (st->rank_fd[r] >= 0)
-      send_error_frame(st->rank_fd[r], &st->rank_auth[r], st->secret, loomTimeout, text);
-  }
+  pid_t self = getpid();
+  for (int pass = 0; pass < 2; pass++)
+    for (int r = 0; r < st->nranks; r++)
+      if (st->rank_fd[r] >= 0 && answer_in_pass(st, r, pass, self))
+        send_error_frame(st->rank_fd[r], &st->rank_auth[r], st->secret, loomTimeout, text);
 }
 
 /* Drops unproven connections past their deadline. */
@@ -385,8 +453,18 @@ static void *root_main(void *arg) {
   if (fds != NULL)
     root_serve(st, fds);
   close(st->listen_fd);
-  if (st->nranks > 0 && st->arrived == st->nranks)
-    send_table(st);
+  if (st->nranks > 0 && st->arrived == st->nranks) {
+    send_placements(st);
+    /* what loom-sim --init's root terms model (root_hello_s, root_bw):
+     * the thread's CPU time is its own cost, however late ranks came */
+    struct timespec cpu = {0, 0};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
+    double cpu_ms = (double)cpu.tv_sec * 1e3 + (double)cpu.tv_nsec / 1e6;
+    LOOM_INFO(LOOM_LOG_INIT, "bootstrap root %s: %d hellos over %.1f ms, placements sent in "
+              "%.1f ms; root thread CPU %.1f ms (%.1f us a rank)", st->addr_text, st->nranks,
+              (double)(st->last_ns - st->first_ns) / 1e6,
+              (double)(loom_now_ns() - st->last_ns) / 1e6, cpu_ms, cpu_ms * 1e3 / st->nranks);
+  }
   if (st->dropped > 8)
     LOOM_WARN(LOOM_LOG_BOOTSTRAP,
               "bootstrap root %s: dropped %lu connections in all that did not prove the "

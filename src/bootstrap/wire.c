@@ -5,6 +5,7 @@
 #include "net/bytes.h"
 
 #include <arpa/inet.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define ID_MAGIC 0x4c4d4944u /* "LMID" */
@@ -49,7 +50,8 @@ int loom_frame_hdr_decode(const uint8_t in[LOOM_FRAME_HDR_BYTES], uint32_t max_l
     return -1;
   h->type = loom_get_u32(in + 4);
   h->len = loom_get_u32(in + 8);
-  if (h->type < LOOM_FRAME_HELLO || h->type > LOOM_FRAME_NOTICE)
+  if (h->type != LOOM_FRAME_HELLO && h->type != LOOM_FRAME_ERROR && h->type != LOOM_FRAME_DATA &&
+      h->type != LOOM_FRAME_NOTICE && h->type != LOOM_FRAME_PLACEMENT)
     return -1;
   if (h->len > max_len || h->len > LOOM_FRAME_MAX_PAYLOAD)
     return -1;
@@ -96,6 +98,53 @@ int loom_hello_decode(const uint8_t *in, int32_t *nranks, struct loom_peer_info 
   if (loom_peer_info_decode(in + 4, p) != 0)
     return -1;
   return p->rank < *nranks ? 0 : -1;
+}
+
+void loom_placement_encode(const struct loom_placement *p, uint8_t *out) {
+  loom_peer_info_encode(&p->prev, out);
+  loom_peer_info_encode(&p->next, out + LOOM_PEER_INFO_BYTES);
+  out += 2 * LOOM_PEER_INFO_BYTES;
+  loom_put_u32(out, (uint32_t)p->nlocal);
+  for (int32_t i = 0; i < p->nlocal; i++)
+    loom_put_u32(out + 4 + 4 * (size_t)i, (uint32_t)p->local[i]);
+}
+
+/* The local ranks: ascending, in range, `rank` among them. */
+static int local_ranks_ok(const int32_t *local, int32_t nlocal, int32_t rank, int32_t nranks) {
+  int self = 0;
+  for (int32_t i = 0; i < nlocal; i++) {
+    if (local[i] < 0 || local[i] >= nranks || (i > 0 && local[i] <= local[i - 1]))
+      return 0;
+    self |= local[i] == rank;
+  }
+  return self;
+}
+
+int loom_placement_decode(const uint8_t *in, size_t len, int32_t rank, int32_t nranks,
+                          struct loom_placement *p) {
+  memset(p, 0, sizeof *p);
+  if (nranks <= 0 || rank < 0 || rank >= nranks || len < LOOM_PLACEMENT_BYTES(1))
+    return -1;
+  const uint8_t *tail = in + 2 * LOOM_PEER_INFO_BYTES;
+  uint32_t nlocal = loom_get_u32(tail);
+  if (nlocal == 0 || nlocal > (uint32_t)nranks || len != LOOM_PLACEMENT_BYTES(nlocal))
+    return -1;
+  if (loom_peer_info_decode(in, &p->prev) != 0 ||
+      loom_peer_info_decode(in + LOOM_PEER_INFO_BYTES, &p->next) != 0 ||
+      p->prev.rank != (rank + nranks - 1) % nranks || p->next.rank != (rank + 1) % nranks)
+    return -1;
+  p->local = malloc(sizeof *p->local * nlocal);
+  if (p->local == NULL)
+    return -1;
+  p->nlocal = (int32_t)nlocal;
+  for (uint32_t i = 0; i < nlocal; i++)
+    p->local[i] = (int32_t)loom_get_u32(tail + 4 + 4 * (size_t)i);
+  if (!local_ranks_ok(p->local, p->nlocal, rank, nranks)) {
+    free(p->local);
+    p->local = NULL;
+    return -1;
+  }
+  return 0;
 }
 
 const char *loom_notice_text(int kind) {

@@ -34,11 +34,12 @@ int loom_id_decode(const loomUniqueId *id, struct loom_id_fields *f);
 
 enum loom_frame_type {
   LOOM_FRAME_HELLO = 1,  /* rank -> root: nranks, peer info (after its proof) */
-  LOOM_FRAME_TABLE = 2,  /* root -> rank: every rank's peer info, then the root's tag */
+  /* 2 was the whole rank table, n entries to every rank (n^2 in all) */
   LOOM_FRAME_ERROR = 3,  /* root -> rank: code, text saying why init failed, tag */
   /* 4 was the ring hello, which carried the secret in clear */
   LOOM_FRAME_DATA = 5,   /* bootstrap allgather block */
   LOOM_FRAME_NOTICE = 6, /* failure notice travelling the ring */
+  LOOM_FRAME_PLACEMENT = 7, /* root -> rank: its placement (below), then the root's tag */
 };
 
 struct loom_frame_hdr {
@@ -67,6 +68,25 @@ int loom_peer_info_decode(const uint8_t *in, struct loom_peer_info *p);
 #define LOOM_HELLO_BYTES (4 + LOOM_PEER_INFO_BYTES)
 void loom_hello_encode(int32_t nranks, const struct loom_peer_info *p, uint8_t *out);
 int loom_hello_decode(const uint8_t *in, int32_t *nranks, struct loom_peer_info *p);
+
+/* PLACEMENT payload: what one rank needs of the others before the
+ * topology all-gather, and no more, so that the root sends O(ranks per
+ * node) bytes to each rank, not the whole table: the peer infos of its
+ * ring predecessor and successor, then the count and the ranks (in
+ * ascending order, its own among them) that share its host id. */
+struct loom_placement {
+  struct loom_peer_info prev, next;
+  int32_t nlocal;
+  int32_t *local; /* nlocal entries; owned by the caller */
+};
+#define LOOM_PLACEMENT_BYTES(nlocal) (2 * LOOM_PEER_INFO_BYTES + 4 + 4 * (size_t)(nlocal))
+void loom_placement_encode(const struct loom_placement *p, uint8_t *out);
+/* Decodes the `len` bytes of `rank`'s placement in an nranks-wide job,
+ * allocating p->local.  0 on success; -1 when anything is off (length,
+ * neighbours that are not rank - 1 and rank + 1, local ranks out of range,
+ * out of order or without `rank`), leaving nothing allocated. */
+int loom_placement_decode(const uint8_t *in, size_t len, int32_t rank, int32_t nranks,
+                          struct loom_placement *p);
 
 /* NOTICE payload: suspect rank, reporter rank, kind, then (for a
  * mismatch) the fingerprints of the suspect's and the reporter's calls. */

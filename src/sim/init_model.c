@@ -6,10 +6,10 @@
  * closed formula per phase, because every phase is a fixed pattern:
  *
  *   bootstrap   every rank sends its hello to the root, which handles them
- *               one at a time and then sends each rank the whole table
- *               (n entries of LOOM_PEER_INFO_BYTES): n hellos and n^2
- *               entries through one process; then each rank connects to
- *               its ring successor
+ *               one at a time and then sends each rank its placement (its
+ *               ring neighbours' infos and the ranks of its node:
+ *               LOOM_PLACEMENT_BYTES(L)); then each rank connects to its
+ *               ring successor
  *   topology    each rank discovers its node, then one ring all-gather
  *               (n - 1 steps) of the records with each rank's transport
  *               addresses behind its record
@@ -23,7 +23,7 @@
  */
 #include "sim/sim.h"
 
-#include "bootstrap/wire.h" /* LOOM_PEER_INFO_BYTES */
+#include "bootstrap/wire.h" /* LOOM_PLACEMENT_BYTES */
 
 #include <math.h>
 
@@ -67,8 +67,8 @@ void loom_sim_init_predict(const struct loom_sim_init_params *p, int nnodes, int
   double n = (double)nnodes * local;
   /* ranks taking turns on a core (1: a core each) */
   double turns = p->cores > 0 && local > p->cores ? (double)local / p->cores : 1.0;
-  r->bootstrap = turns * (p->ring_setup_s + n * p->root_hello_s) +
-                 n * n * LOOM_PEER_INFO_BYTES / p->root_bw;
+  double answer = LOOM_FRAME_HDR_BYTES + LOOM_PLACEMENT_BYTES(local) + LOOM_AUTH_TAG_BYTES;
+  r->bootstrap = turns * (p->ring_setup_s + n * p->root_hello_s) + n * answer / p->root_bw;
   r->topology = turns * p->discover_s +
                 (n - 1) * (turns * p->ring_alpha +
                            (LOOM_TOPO_RECORD_BYTES + INIT_ADDR_BYTES) / p->ring_bw);

@@ -183,7 +183,7 @@ int loom_sim_model_run(const struct loom_sim_params *p, const struct loom_sim_jo
 struct loom_sim_init_params {
   double discover_s;   /* a rank discovering its node's hardware */
   double root_hello_s; /* the root's time per hello (accept, challenge, check, answer) */
-  double root_bw;      /* bytes/s at which the root sends the rank tables */
+  double root_bw;      /* bytes/s at which the root sends the placements */
   double ring_setup_s; /* connecting to the ring successor and proving the secret */
   double ring_alpha;   /* seconds per step of a bootstrap ring all-gather */
   double ring_bw;      /* bytes/s of one ring hop */

@@ -7,7 +7,9 @@
  * to the decoder's fixed size).  Properties: whatever decodes re-encodes
  * and decodes to the same fields; decoded strings end inside their
  * buffers; a HELLO's rank is below its rank count; a frame's length is
- * within the limit passed.
+ * within the limit passed; a PLACEMENT (the root's answer, of variable
+ * length: its rank and rank count come first, 16 bits each) names the
+ * rank's own neighbours and its local ranks in order, in range.
  */
 #include "bootstrap/wire.h"
 
@@ -99,12 +101,52 @@ static void notice(const uint8_t *in) {
     abort();
 }
 
+static void placement(const uint8_t *in, size_t len) {
+  if (len < 4)
+    return;
+  int32_t rank = in[0] << 8 | in[1], nranks = in[2] << 8 | in[3];
+  struct loom_placement p, again;
+  if (loom_placement_decode(in + 4, len - 4, rank, nranks, &p) != 0) {
+    if (p.local != NULL)
+      abort();
+    return;
+  }
+  if (p.prev.rank != (rank + nranks - 1) % nranks || p.next.rank != (rank + 1) % nranks ||
+      p.nlocal < 1 || p.nlocal > nranks)
+    abort();
+  int self = 0;
+  for (int32_t i = 0; i < p.nlocal; i++) {
+    if (p.local[i] < 0 || p.local[i] >= nranks || (i > 0 && p.local[i] <= p.local[i - 1]))
+      abort();
+    self |= p.local[i] == rank;
+  }
+  strings_end(&p.prev);
+  strings_end(&p.next);
+  uint8_t *out = malloc(LOOM_PLACEMENT_BYTES(p.nlocal));
+  if (!self || out == NULL)
+    abort();
+  loom_placement_encode(&p, out);
+  if (loom_placement_decode(out, LOOM_PLACEMENT_BYTES(p.nlocal), rank, nranks, &again) != 0 ||
+      again.nlocal != p.nlocal ||
+      memcmp(again.local, p.local, sizeof *p.local * (size_t)p.nlocal) != 0)
+    abort();
+  same_peer(&p.prev, &again.prev);
+  same_peer(&p.next, &again.next);
+  free(out);
+  free(p.local);
+  free(again.local);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size == 0)
     return 0;
   uint8_t in[BUF] = {0};
   memcpy(in, data + 1, size - 1 < BUF ? size - 1 : BUF);
-  switch (data[0] % 5) {
+  if (data[0] % 6 == 5) {
+    placement(data + 1, size - 1);
+    return 0;
+  }
+  switch (data[0] % 6) {
   case 0: id(in); break;
   case 1: frame(in); break;
   case 2: peer(in); break;

@@ -61,7 +61,7 @@ struct fake_root {
 };
 
 /* Answers one rank as a root that knows another secret would: its
- * challenge, then a well-formed table (pointing at a port of ours) tagged
+ * challenge, then a well-formed placement (pointing at a port of ours) tagged
  * with the wrong key. */
 static void *fake_root_main(void *arg) {
   struct fake_root *fr = arg;
@@ -79,15 +79,14 @@ static void *fake_root_main(void *arg) {
   int32_t n;
   struct loom_peer_info peer;
   loom_hello_decode(in + LOOM_AUTH_PROOF_BYTES + LOOM_FRAME_HDR_BYTES, &n, &peer);
-  enum { NR = 2 };
-  uint8_t frame[LOOM_FRAME_HDR_BYTES + NR * LOOM_PEER_INFO_BYTES + LOOM_AUTH_TAG_BYTES];
-  struct loom_frame_hdr h = {LOOM_FRAME_TABLE, NR * LOOM_PEER_INFO_BYTES + LOOM_AUTH_TAG_BYTES};
+  /* rank 1 of 2: both neighbours are rank 0; the host holds both ranks */
+  int32_t local[2] = {0, 1};
+  struct loom_placement pl = {.prev = peer, .next = peer, .nlocal = 2, .local = local};
+  pl.prev.rank = pl.next.rank = 0;
+  uint8_t frame[LOOM_FRAME_HDR_BYTES + LOOM_PLACEMENT_BYTES(2) + LOOM_AUTH_TAG_BYTES];
+  struct loom_frame_hdr h = {LOOM_FRAME_PLACEMENT, LOOM_PLACEMENT_BYTES(2) + LOOM_AUTH_TAG_BYTES};
   loom_frame_hdr_encode(&h, frame);
-  for (int r = 0; r < NR; r++) {
-    struct loom_peer_info p = peer;
-    p.rank = r;
-    loom_peer_info_encode(&p, frame + LOOM_FRAME_HDR_BYTES + r * LOOM_PEER_INFO_BYTES);
-  }
+  loom_placement_encode(&pl, frame + LOOM_FRAME_HDR_BYTES);
   memset(frame + sizeof frame - LOOM_AUTH_TAG_BYTES, 0x77, LOOM_AUTH_TAG_BYTES);
   if (write(fd, frame, sizeof frame) == (ssize_t)sizeof frame)
     fr->served = 1;
@@ -121,9 +120,9 @@ static int fake_root(void) {
   if (!fr.served)
     FAIL("the fake root never answered the rank");
   if (res == loomSuccess)
-    FAIL("init accepted a rank table from a root that does not know the secret");
+    FAIL("init accepted a placement from a root that does not know the secret");
   if (strstr(loomGetLastError(NULL), "does not carry this job's tag") == NULL)
-    FAIL("init failed, but not for the forged table: %s", loomGetLastError(NULL));
+    FAIL("init failed, but not for the forged placement: %s", loomGetLastError(NULL));
   printf("fake-root: refused after %.2f s: %s\n", since_s(t0), loomGetLastError(NULL));
   return 0;
 }

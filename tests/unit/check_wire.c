@@ -199,7 +199,10 @@ END_TEST
 /* ---- frame headers ------------------------------------------------------------- */
 
 START_TEST(frame_hdr_roundtrip) {
-  for (uint32_t type = LOOM_FRAME_HELLO; type <= LOOM_FRAME_NOTICE; type++) {
+  static const uint32_t types[] = {LOOM_FRAME_HELLO, LOOM_FRAME_ERROR, LOOM_FRAME_DATA,
+                                   LOOM_FRAME_NOTICE, LOOM_FRAME_PLACEMENT};
+  for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+    uint32_t type = types[i];
     struct loom_frame_hdr h = {type, 1000 + type}, g = {0, 0};
     uint8_t raw[LOOM_FRAME_HDR_BYTES + 1];
     raw[LOOM_FRAME_HDR_BYTES] = 0x5a;
@@ -223,7 +226,7 @@ START_TEST(frame_hdr_roundtrip) {
 END_TEST
 
 START_TEST(frame_hdr_rejects) {
-  struct loom_frame_hdr h = {LOOM_FRAME_TABLE, 100}, g;
+  struct loom_frame_hdr h = {LOOM_FRAME_PLACEMENT, 100}, g;
   uint8_t raw[LOOM_FRAME_HDR_BYTES];
   loom_frame_hdr_encode(&h, raw);
   ck_assert_int_eq(loom_frame_hdr_decode(raw, 100, &g), 0);
@@ -234,9 +237,13 @@ START_TEST(frame_hdr_rejects) {
   h.type = 0;
   loom_frame_hdr_encode(&h, raw);
   ck_assert_int_eq(loom_frame_hdr_decode(raw, 1000, &g), -1);
-  h.type = 7;
-  loom_frame_hdr_encode(&h, raw);
-  ck_assert_int_eq(loom_frame_hdr_decode(raw, 1000, &g), -1);
+  /* 2 (the old whole table), 4 (the old ring hello) and 8 are no types */
+  static const uint32_t retired[] = {2, 4, 8};
+  for (size_t i = 0; i < sizeof retired / sizeof retired[0]; i++) {
+    h.type = retired[i];
+    loom_frame_hdr_encode(&h, raw);
+    ck_assert_int_eq(loom_frame_hdr_decode(raw, 1000, &g), -1);
+  }
   h.type = 0x80000001u;
   loom_frame_hdr_encode(&h, raw);
   ck_assert_int_eq(loom_frame_hdr_decode(raw, 1000, &g), -1);
@@ -347,6 +354,84 @@ START_TEST(hello_rejects) {
   struct loom_peer_info p = make_peer(2, 0, &a); /* bad peer info inside */
   loom_hello_encode(4, &p, raw);
   ck_assert_int_eq(loom_hello_decode(raw, &nranks, &q), -1);
+}
+END_TEST
+
+/* Rank 5 of 8, on a host with ranks 1, 5 and 6. */
+static void make_placement(struct loom_placement *p, int32_t *local) {
+  union loom_sockaddr a = make_v4("10.1.2.3", 4000);
+  local[0] = 1, local[1] = 5, local[2] = 6;
+  *p = (struct loom_placement){.prev = make_peer(4, 44, &a), .next = make_peer(6, 66, &a),
+                               .nlocal = 3, .local = local};
+}
+
+START_TEST(placement_roundtrip) {
+  int32_t local[3];
+  struct loom_placement p, q;
+  make_placement(&p, local);
+  uint8_t raw[LOOM_PLACEMENT_BYTES(3) + 1];
+  ck_assert_uint_eq(LOOM_PLACEMENT_BYTES(3), 2 * LOOM_PEER_INFO_BYTES + 16);
+  raw[LOOM_PLACEMENT_BYTES(3)] = 0x5a;
+  loom_placement_encode(&p, raw);
+  ck_assert_int_eq(raw[LOOM_PLACEMENT_BYTES(3)], 0x5a);
+  ck_assert_int_eq(loom_placement_decode(raw, LOOM_PLACEMENT_BYTES(3), 5, 8, &q), 0);
+  expect_same_peer(&p.prev, &q.prev);
+  expect_same_peer(&p.next, &q.next);
+  ck_assert_int_eq(q.nlocal, 3);
+  ck_assert_int_eq(q.local[0], 1);
+  ck_assert_int_eq(q.local[1], 5);
+  ck_assert_int_eq(q.local[2], 6);
+  free(q.local);
+  /* one rank: both neighbours are itself */
+  union loom_sockaddr a = make_v4("10.1.2.3", 4000);
+  int32_t alone = 0;
+  struct loom_placement one = {.prev = make_peer(0, 9, &a), .next = make_peer(0, 9, &a),
+                               .nlocal = 1, .local = &alone};
+  loom_placement_encode(&one, raw);
+  ck_assert_int_eq(loom_placement_decode(raw, LOOM_PLACEMENT_BYTES(1), 0, 1, &q), 0);
+  ck_assert_int_eq(q.nlocal, 1);
+  ck_assert_int_eq(q.local[0], 0);
+  free(q.local);
+}
+END_TEST
+
+/* Decodes a placement changed by `edit` as rank `rank` of `nranks`. */
+static int decode_edited(void (*edit)(struct loom_placement *), size_t len_delta, int rank,
+                         int nranks) {
+  int32_t local[3];
+  struct loom_placement p, q;
+  make_placement(&p, local);
+  if (edit != NULL)
+    edit(&p);
+  uint8_t raw[LOOM_PLACEMENT_BYTES(3) + 8] = {0};
+  loom_placement_encode(&p, raw);
+  int rc = loom_placement_decode(raw, LOOM_PLACEMENT_BYTES(p.nlocal) + len_delta, rank, nranks, &q);
+  if (rc != 0)
+    ck_assert_ptr_null(q.local); /* nothing left allocated on failure */
+  free(q.local);
+  return rc;
+}
+static void unordered(struct loom_placement *p) { p->local[1] = 0; }
+static void repeated(struct loom_placement *p) { p->local[2] = 5; }
+static void out_of_range(struct loom_placement *p) { p->local[2] = 8; }
+static void without_self(struct loom_placement *p) { p->local[1] = 4; }
+static void wrong_prev(struct loom_placement *p) { p->prev.rank = 3; }
+static void wrong_next(struct loom_placement *p) { p->next.rank = 7; }
+static void bad_peer(struct loom_placement *p) { p->next.pid = 0; }
+static void none_local(struct loom_placement *p) { p->nlocal = 0; }
+
+START_TEST(placement_rejects) {
+  void (*const edits[])(struct loom_placement *) = {unordered,  repeated,   out_of_range,
+                                                    without_self, wrong_prev, wrong_next,
+                                                    bad_peer,   none_local};
+  for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++)
+    ck_assert_msg(decode_edited(edits[i], 0, 5, 8) == -1, "edit %zu accepted", i);
+  ck_assert_int_eq(decode_edited(NULL, 1, 5, 8), -1);  /* length says more */
+  ck_assert_int_eq(decode_edited(NULL, 4, 5, 8), -1);  /* a whole rank more */
+  ck_assert_int_eq(decode_edited(NULL, 0, 5, 2), -1);  /* rank past nranks */
+  ck_assert_int_eq(decode_edited(NULL, 0, 4, 8), -1);  /* another rank's placement */
+  ck_assert_int_eq(decode_edited(NULL, 0, 5, 5 + 1), -1); /* next would be 0 */
+  ck_assert_int_eq(decode_edited(NULL, 0, 5, 8), 0);
 }
 END_TEST
 
@@ -661,6 +746,8 @@ static Suite *wire_suite(void) {
   tcase_add_test(tc, peer_info_rejects);
   tcase_add_test(tc, hello_roundtrip);
   tcase_add_test(tc, hello_rejects);
+  tcase_add_test(tc, placement_roundtrip);
+  tcase_add_test(tc, placement_rejects);
   tcase_add_test(tc, notice_roundtrip_and_rejects);
   tcase_add_test(tc, secret_equal);
   suite_add_tcase(s, tc);

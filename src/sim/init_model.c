@@ -37,12 +37,14 @@ void loom_sim_init_params_default(struct loom_sim_init_params *p) {
    * phases of 2 ranks; ring_alpha fitted to bench/init-scaling.sh's TCP
    * runs of 2 to 256 ranks on 2 cores when init still made two ring
    * all-gathers (within 0.88-1.18 of them; 0.75-1.03 of the runs with
-   * one).  root_hello_s, root_bw and ring_bw are not identified by
-   * those runs (their terms stay small up to 256 ranks): set from the
-   * costs of one accept, HMAC and send, and loopback TCP's bandwidth. */
+   * one); root_hello_s from the root thread's CPU time (logged at INIT):
+   * 1.8 ms for 8 ranks, 3.5 ms for 32, so 70 us a hello (110-170 us a
+   * rank in all at 32 to 256 ranks on 2 cores).  root_bw and ring_bw are
+   * not identified by those runs (their terms stay small): loopback
+   * TCP's bandwidth. */
   *p = (struct loom_sim_init_params){
       .discover_s = 24e-3,
-      .root_hello_s = 10e-6,
+      .root_hello_s = 70e-6,
       .root_bw = 2e9,
       .ring_setup_s = 1e-3,
       .ring_alpha = 55e-6,
@@ -68,7 +70,9 @@ void loom_sim_init_predict(const struct loom_sim_init_params *p, int nnodes, int
   /* ranks taking turns on a core (1: a core each) */
   double turns = p->cores > 0 && local > p->cores ? (double)local / p->cores : 1.0;
   double answer = LOOM_FRAME_HDR_BYTES + LOOM_PLACEMENT_BYTES(local) + LOOM_AUTH_TAG_BYTES;
-  r->bootstrap = turns * (p->ring_setup_s + n * p->root_hello_s) + n * answer / p->root_bw;
+  /* the root's hellos are its own thread's CPU time, one after another,
+   * while the ranks of its node wait (so not stretched by turns) */
+  r->bootstrap = turns * p->ring_setup_s + n * p->root_hello_s + n * answer / p->root_bw;
   r->topology = turns * p->discover_s +
                 (n - 1) * (turns * p->ring_alpha +
                            (LOOM_TOPO_RECORD_BYTES + INIT_ADDR_BYTES) / p->ring_bw);

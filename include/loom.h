@@ -184,6 +184,18 @@ LOOM_API loomResult_t loomCommInitRank(loomComm_t *comm, int nranks,
 LOOM_API loomResult_t loomCommInitRankConfig(loomComm_t *comm, int nranks,
                                              loomUniqueId commId, int rank,
                                              loomConfig_t *config);
+/* As loomCommInitRankConfig, with the rendezvous spread over nIds
+ * bootstrap roots (NCCL's ncclCommInitRankScalable): commIds[i] is made by
+ * loomGetUniqueId (LOOM_COMM_ID unset) in some process that stays up
+ * until init returns, each id once, and every rank passes the same nIds
+ * ids in the same order.  Root i serves ranks [i * nranks / nIds,
+ * (i + 1) * nranks / nIds), so no root handles more than
+ * ceil(nranks / nIds) hellos; put each node's ranks in one such block, or
+ * its ranks in two blocks reach each other over the network.  1 <= nIds
+ * <= nranks; nIds = 1 is loomCommInitRankConfig. */
+LOOM_API loomResult_t loomCommInitRankScalable(loomComm_t *comm, int nranks, int rank,
+                                               int nIds, loomUniqueId *commIds,
+                                               loomConfig_t *config);
 
 /* Creates ndev communicators of one ndev-rank clique in this process (rank i
  * in comms[i]), e.g. one per thread or device.  devlist may be NULL; its

@@ -4,6 +4,7 @@
  * bench/init-scaling.sh measured on this machine (--compare).
  *
  *   loom-sim --init [-L ranks-per-node] [--max RANKS] [--cores C] [--root-bw GBPS]
+ *                   [--roots K]
  *                   [--compare FILE]
  *
  * Rank counts double from 2 (one node while they fit in -L, default 8;
@@ -21,7 +22,7 @@
 
 static void usage(FILE *f) {
   fprintf(f, "usage: loom-sim --init [-L ranks-per-node] [--max RANKS] [--cores C] "
-             "[--root-bw GBPS] [--compare FILE]\n"
+             "[--root-bw GBPS] [--roots K] [--compare FILE]\n"
              "  predicts loomCommInitRank and the first collective's connections phase by "
              "phase\n"
              "  (model and calibration: src/sim/init_model.c, docs/simulator.md)\n");
@@ -73,6 +74,7 @@ int loom_sim_init_main(int argc, char **argv) {
                                         {"cores", required_argument, 0, 'c'},
                                         {"compare", required_argument, 0, 'C'},
                                         {"root-bw", required_argument, 0, 'r'},
+                                        {"roots", required_argument, 0, 'R'},
                                         {"help", no_argument, 0, 'h'},
                                         {0, 0, 0, 0}};
   int c;
@@ -84,11 +86,13 @@ int loom_sim_init_main(int argc, char **argv) {
     case 'c': cores = atoi(optarg); break;
     case 'C': cmp = optarg; break;
     case 'r': p.root_bw = atof(optarg) * 1e9; break;
+    case 'R': p.roots = atoi(optarg); break;
     case 'h': usage(stdout); return 0;
     default: usage(stderr); return 2;
     }
   }
-  if (local < 1 || max < 2 || !(p.root_bw > 0) || (cores < 0 && cores != -1) || optind != argc) {
+  if (local < 1 || max < 2 || !(p.root_bw > 0) || p.roots < 1 || (cores < 0 && cores != -1) ||
+      optind != argc) {
     usage(stderr);
     return 2;
   }
@@ -98,8 +102,8 @@ int loom_sim_init_main(int argc, char **argv) {
   }
   p.cores = cores > 0 ? cores : 0;
   printf("# loom-sim --init: predicted start, seconds per phase (the slowest rank); "
-         "%d ranks a node, %s\n",
-         local, p.cores > 0 ? "cores as given" : "a core per rank");
+         "%d ranks a node, %s, %d bootstrap root(s)\n",
+         local, p.cores > 0 ? "cores as given" : "a core per rank", p.roots);
   printf("#  ranks  nodes  local  bootstrap  topology  transports  first-conn     total\n");
   for (int n = 2; n <= max; n *= 2) {
     int l = n < local ? n : local;

@@ -80,8 +80,9 @@ struct loomComm {
   int init_thread_started;     /* guarded by init_join_lock */
   pthread_mutex_t init_join_lock;
   int finalized;
-  /* for a non-blocking init */
-  loomUniqueId init_id;
+  /* for a non-blocking init: the ids (one per bootstrap root) */
+  loomUniqueId *init_ids;
+  int init_nids;
 };
 
 /* Checks a comm handle and that the communicator can run a collective. */

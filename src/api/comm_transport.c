@@ -85,6 +85,27 @@ static void read_links(loomComm_t comm, const int *local, int nlocal) {
   read_link(e, inter, &comm->links.inter);
 }
 
+/* With several bootstrap roots, a root groups only its own block's ranks
+ * by host, so a node whose ranks fall in two blocks has two groups that
+ * reach each other over the network instead of shared memory.  Correct,
+ * but slower than it looks: said once, by the node's first rank. */
+static void warn_split_host(loomComm_t comm, int nlocal) {
+  const char *file = loom_param_str(LOOM_PARAM_TOPO_FILE);
+  if (comm->init_nids < 2 || (file != NULL && file[0] != '\0') ||
+      loom_param_int(LOOM_PARAM_SHM_DISABLE))
+    return;
+  int node = comm->topo.node_of[comm->rank];
+  int size = loom_topo_node_size(&comm->topo, node);
+  if (size == nlocal || loom_topo_rank_at(&comm->topo, node, 0) != comm->rank)
+    return;
+  LOOM_WARN(LOOM_LOG_INIT,
+            "rank %d: this node's %d ranks fall in more than one of the %d bootstrap roots' "
+            "blocks (loomCommInitRankScalable), so only %d of them share memory with this "
+            "rank and the rest use the network: choose nIds so that each node's ranks are "
+            "in one block of nranks / nIds",
+            comm->rank, size, comm->init_nids, nlocal);
+}
+
 /* Every other rank gets a connection object: point-to-point calls and
  * all-to-all need any pair, and the schedules pick peers per call (over
  * TCP it connects on first use unless LOOM_CONNECT=eager). */
@@ -110,6 +131,7 @@ loomResult_t loom_comm_transport_connect(loomComm_t comm) {
   for (int i = 0; i < npeers; i++)
     e->conns[peers[i]] = conns[i];
   read_links(comm, local, nlocal);
+  warn_split_host(comm, nlocal);
 out:
   free(comm->tp_addrs);
   comm->tp_addrs = NULL;

@@ -164,10 +164,11 @@ static void comm_on_late(void *arg, int late_rank, const char *text) {
     fn(comm, late_rank, text, fn_arg);
 }
 
-static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
+static loomResult_t comm_setup(loomComm_t comm) {
   loom_log_set_rank(comm->rank);
   uint64_t t0 = loom_now_ns();
-  LOOM_CHECK(loom_bootstrap_init(id, comm->rank, comm->nranks, &comm->bs));
+  LOOM_CHECK(loom_bootstrap_init(comm->init_ids, comm->init_nids, comm->rank, comm->nranks,
+                                 &comm->bs));
   uint64_t t_bootstrap = loom_now_ns();
   LOOM_CHECK(loom_comm_transport_start(comm)); /* its addresses travel with the topology */
   uint64_t t_start = loom_now_ns();
@@ -207,7 +208,7 @@ static loomResult_t comm_setup(loomComm_t comm, const loomUniqueId *id) {
 static void *init_thread_main(void *arg) {
   loomComm_t comm = arg;
   loom_socket_watch_abort(&comm->abort_flag); /* loomCommAbort ends our waits */
-  loomResult_t res = comm_setup(comm, &comm->init_id);
+  loomResult_t res = comm_setup(comm);
   loom_comm_set_broken(comm, res); /* loomSuccess: ready */
   return NULL;
 }
@@ -277,6 +278,7 @@ static void comm_free(loomComm_t comm) {
   pthread_mutex_destroy(&comm->ops_lock);
   pthread_cond_destroy(&comm->inflight_done);
   free(comm->engine.conns);
+  free(comm->init_ids);
   free(comm->sched_steps);
   loom_plan_cache_free(&comm->plans);
   free(comm->scratch);
@@ -300,19 +302,22 @@ static loomResult_t init_sync(loomComm_t comm) {
   return loom_check_errnum(pthread_cond_init(&comm->inflight_done, NULL), LOOM_LOG_INIT, what);
 }
 
-loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId commId,
-                                    int rank, loomConfig_t *config) {
+/* The arguments every init checks first. */
+static loomResult_t check_init_args(loomComm_t *out, int nranks, int rank, const char *fn) {
   if (out == NULL)
-    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomCommInitRank[Config]: comm is NULL");
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "%s: comm is NULL", fn);
   *out = NULL;
   if (nranks < 1)
-    return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
-                      "loomCommInitRank[Config]: nranks=%d (must be >= 1)", nranks);
-  if (rank < 0 || rank >= nranks)
-    return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
-                      "loomCommInitRank[Config]: rank=%d is outside [0, %d)", rank,
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "%s: nranks=%d (must be >= 1)", fn,
                       nranks);
-  warn_own_id(&commId, rank, nranks);
+  if (rank < 0 || rank >= nranks)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "%s: rank=%d is outside [0, %d)",
+                      fn, rank, nranks);
+  return loomSuccess;
+}
+
+static loomResult_t comm_init(loomComm_t *out, int nranks, const loomUniqueId *ids, int nids,
+                              int rank, loomConfig_t *config) {
   int blocking, timeout_ms;
   const char *name;
   LOOM_CHECK(loom_read_config(config, &blocking, &timeout_ms, &name));
@@ -347,7 +352,13 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
     comm_free(comm);
     return sync;
   }
-  comm->init_id = commId;
+  comm->init_ids = malloc(sizeof *ids * (size_t)nids);
+  if (comm->init_ids == NULL) {
+    comm_free(comm);
+    return loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
+  }
+  memcpy(comm->init_ids, ids, sizeof *ids * (size_t)nids);
+  comm->init_nids = nids;
   if (!blocking) {
     atomic_store_explicit(&comm->async_error, loomInProgress, memory_order_relaxed);
     int err = pthread_create(&comm->init_thread, NULL, init_thread_main, comm);
@@ -361,7 +372,7 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
     return loomInProgress;
   }
   int caller_log_rank = loom_log_get_rank();
-  loomResult_t res = comm_setup(comm, &commId);
+  loomResult_t res = comm_setup(comm);
   loom_log_set_rank(caller_log_rank);
   if (res != loomSuccess) {
     comm_free(comm);
@@ -370,6 +381,26 @@ loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId co
   atomic_store_explicit(&comm->async_error, loomSuccess, memory_order_relaxed);
   *out = comm;
   return loomSuccess;
+}
+
+loomResult_t loomCommInitRankConfig(loomComm_t *out, int nranks, loomUniqueId commId,
+                                    int rank, loomConfig_t *config) {
+  LOOM_CHECK(check_init_args(out, nranks, rank, "loomCommInitRank[Config]"));
+  warn_own_id(&commId, rank, nranks);
+  return comm_init(out, nranks, &commId, 1, rank, config);
+}
+
+loomResult_t loomCommInitRankScalable(loomComm_t *out, int nranks, int rank, int nIds,
+                                      loomUniqueId *commIds, loomConfig_t *config) {
+  LOOM_CHECK(check_init_args(out, nranks, rank, "loomCommInitRankScalable"));
+  if (commIds == NULL)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
+                      "loomCommInitRankScalable: commIds is NULL");
+  if (nIds < 1 || nIds > nranks)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
+                      "loomCommInitRankScalable: nIds=%d is outside [1, nranks=%d]", nIds,
+                      nranks);
+  return comm_init(out, nranks, commIds, nIds, rank, config);
 }
 
 loomResult_t loomCommInitRank(loomComm_t *comm, int nranks, loomUniqueId commId, int rank) {

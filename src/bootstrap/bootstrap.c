@@ -3,6 +3,7 @@
  * allgather/barrier over it.
  */
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/rendezvous.h"
 #include "net/auth.h"
 #include "net/bytes.h"
 #include "core/hmac.h"
@@ -18,9 +19,6 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-/* How much longer than its own deadline a rank waits for the root's answer,
- * so that the root's "ranks X, Y never arrived" reaches it first. */
-#define ROOT_ANSWER_GRACE_MS 5000
 
 struct loom_bootstrap {
   int rank, nranks;
@@ -170,153 +168,6 @@ static loomResult_t pick_local_address(const union loom_sockaddr *root,
   return loomSuccess;
 }
 
-/* Reads one frame header of an expected type (or ERROR) and returns its
- * payload length. */
-static loomResult_t recv_frame_hdr(int fd, uint32_t max_len, uint64_t deadline,
-                                   const char *what, struct loom_frame_hdr *h) {
-  uint8_t raw[LOOM_FRAME_HDR_BYTES];
-  LOOM_CHECK(loom_socket_recv_all(fd, raw, sizeof raw, deadline, what));
-  if (loom_frame_hdr_decode(raw, max_len, h) != 0)
-    return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
-                      "malformed bootstrap frame from %s", what);
-  return loomSuccess;
-}
-
-#define ROOT_LABEL "loom/root"
-/* A root that accepted our connection sends its challenge at once: this
- * long without one means whatever holds the port is not a Loom root. */
-#define ROOT_CHALLENGE_MS 10000
-
-/* An error frame from the root: code, text, tag.  A tag that does not
- * check means the root is another job's (it holds our port). */
-static loomResult_t recv_error_frame(int fd, uint32_t len, uint64_t deadline, const char *what,
-                                     const uint8_t *secret, const struct loom_auth_state *st) {
-  uint8_t body[4 + 1024], tag[LOOM_AUTH_TAG_BYTES];
-  if (len < 4 + sizeof tag || len - sizeof tag > sizeof body)
-    return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP, "malformed error frame from %s",
-                      what);
-  size_t blen = len - sizeof tag;
-  LOOM_CHECK(loom_socket_recv_all(fd, body, blen, deadline, what));
-  LOOM_CHECK(loom_socket_recv_all(fd, tag, sizeof tag, deadline, what));
-  char text[1024];
-  loom_sanitize_text(text, sizeof text, (const char *)body + 4, blen - 4);
-  if (!loom_auth_check(secret, ROOT_LABEL "/error", 'a', st->challenge, st->nonce, body, blen,
-                       tag))
-    return loom_error(loomInvalidUsage, LOOM_LOG_BOOTSTRAP,
-                      "%s is not this job's bootstrap root: it refused this rank and cannot "
-                      "prove it knows the job's secret (it said: \"%s\"). Two jobs share "
-                      "that LOOM_COMM_ID, so this job's root could not start; give each job "
-                      "its own port, or the ranks of one job differ in LOOM_COMM_SECRET",
-                      what, text);
-  loomResult_t res = (loomResult_t)loom_get_u32(body);
-  if (res <= loomSuccess || res >= loomNumResults)
-    res = loomRemoteError;
-  return loom_error(res, LOOM_LOG_BOOTSTRAP, "%s", text);
-}
-
-/* The placement frame's body and the root's tag over its digest. */
-static loomResult_t recv_placement(struct loom_bootstrap *bs, int fd, uint32_t len,
-                                   uint64_t deadline, const char *what,
-                                   const struct loom_auth_state *st) {
-  uint8_t tag[LOOM_AUTH_TAG_BYTES], digest[LOOM_SHA256_BYTES];
-  if (len < LOOM_PLACEMENT_BYTES(1) + sizeof tag || len > LOOM_PLACEMENT_BYTES(bs->nranks) + sizeof tag)
-    return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
-                      "unexpected answer from %s (%u bytes for %d ranks)", what, len,
-                      bs->nranks);
-  size_t bytes = len - sizeof tag;
-  uint8_t *body = malloc(bytes);
-  if (body == NULL)
-    return loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP, "out of memory (placement)");
-  loomResult_t res = loom_socket_recv_all(fd, body, bytes, deadline, what);
-  if (res == loomSuccess)
-    res = loom_socket_recv_all(fd, tag, sizeof tag, deadline, what);
-  loom_sha256(body, bytes, digest);
-  if (res == loomSuccess && !loom_auth_check(bs->secret, ROOT_LABEL "/placement", 'a',
-                                             st->challenge, st->nonce, digest, sizeof digest, tag))
-    res = loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
-                     "the placement from %s does not carry this job's tag: refused (a forged "
-                     "or foreign root)",
-                     what);
-  if (res == loomSuccess &&
-      loom_placement_decode(body, bytes, bs->rank, bs->nranks, &bs->place) != 0)
-    res = loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
-                     "corrupt placement from %s (rank %d of %d)", what, bs->rank, bs->nranks);
-  free(body);
-  return res;
-}
-
-/* One try at the root: its challenge, our proof and hello, its answer.
- * *again is set when the root closed the connection before answering
- * (a flood made it drop us, or it is restarting): the caller retries. */
-static loomResult_t rendezvous_once(struct loom_bootstrap *bs, int fd, const char *what,
-                                    const struct loom_peer_info *self, uint64_t deadline,
-                                    int *again) {
-  uint8_t hello[LOOM_FRAME_HDR_BYTES + LOOM_HELLO_BYTES];
-  struct loom_frame_hdr h = {.type = LOOM_FRAME_HELLO, .len = LOOM_HELLO_BYTES};
-  loom_frame_hdr_encode(&h, hello);
-  loom_hello_encode(bs->nranks, self, hello + LOOM_FRAME_HDR_BYTES);
-  uint64_t challenge_deadline = loom_deadline_ms(ROOT_CHALLENGE_MS);
-  struct loom_auth_state st;
-  *again = 0;
-  loomResult_t res = loom_auth_prove(fd, bs->secret, ROOT_LABEL, hello, sizeof hello,
-                                     challenge_deadline < deadline ? challenge_deadline : deadline,
-                                     what, &st);
-  if (res == loomTimeout)
-    return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
-                      "rank %d: %s sent no Loom challenge within %d s: the process on that "
-                      "port is not a Loom bootstrap root, so this job's root could not start "
-                      "(another program holds the port?)",
-                      bs->rank, what, ROOT_CHALLENGE_MS / 1000);
-  /* Closed or reset during the handshake: dropped by a busy root. */
-  if (res == loomRemoteError && st.lost)
-    *again = 1;
-  if (res != loomSuccess)
-    return res;
-  uint64_t answer_deadline = deadline + (uint64_t)ROOT_ANSWER_GRACE_MS * 1000000ull;
-  size_t most = LOOM_PLACEMENT_BYTES(bs->nranks) + LOOM_AUTH_TAG_BYTES;
-  res = recv_frame_hdr(fd, most > 4096 ? (uint32_t)most : 4096, answer_deadline, what, &h);
-  if (res == loomTimeout)
-    return loom_error(loomTimeout, LOOM_LOG_BOOTSTRAP,
-                      "rank %d: the bootstrap root at %s did not answer within %d s: some "
-                      "ranks never arrived",
-                      bs->rank, what, bs->timeout_s);
-  if (res == loomRemoteError)
-    *again = 1;
-  if (res != loomSuccess)
-    return res;
-  if (h.type == LOOM_FRAME_ERROR)
-    return recv_error_frame(fd, h.len, answer_deadline, what, bs->secret, &st);
-  if (h.type != LOOM_FRAME_PLACEMENT)
-    return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
-                      "unexpected answer from %s (type %u, %u bytes)", what, h.type, h.len);
-  return recv_placement(bs, fd, h.len, answer_deadline, what, &st);
-}
-
-/* Hello to the root, answer: this rank's placement. */
-static loomResult_t rendezvous(struct loom_bootstrap *bs, const struct loom_id_fields *id,
-                               const struct loom_peer_info *self, uint64_t deadline) {
-  char what[128], root_text[LOOM_ADDR_STRLEN];
-  loom_sockaddr_str(&id->root, root_text, sizeof root_text);
-  snprintf(what, sizeof what, "the bootstrap root at %s", root_text);
-  for (;;) {
-    int fd = -1, again = 0;
-    int err = loom_socket_connect_quiet(&id->root, deadline, 1, &fd);
-    if (err != 0) /* logged once, here, with the cause */
-      return loom_error(err == ETIMEDOUT ? loomTimeout : loomRemoteError, LOOM_LOG_BOOTSTRAP,
-                        "rank %d cannot reach the bootstrap root at %s within %d s (last "
-                        "attempt: %s; is the process that made the id, or rank 0 with "
-                        "LOOM_COMM_ID, running? is the address reachable?)",
-                        bs->rank, root_text, bs->timeout_s, strerror(err));
-    loomResult_t res = rendezvous_once(bs, fd, what, self, deadline, &again);
-    close(fd);
-    if (!again || loom_ms_left(deadline) == 0)
-      return res;
-    LOOM_INFO(LOOM_LOG_BOOTSTRAP, "rank %d: %s closed the connection before answering; "
-              "trying again", bs->rank, what);
-    usleep(20000);
-  }
-}
-
 #define RING_AUTH_LABEL "loom/ring"
 #define RING_PROOF_MS 5000 /* a stranger on the listener is dropped after this */
 
@@ -396,21 +247,57 @@ static loomResult_t form_ring(struct loom_bootstrap *bs, int listen_fd, uint64_t
                            deadline, bs->next_what, &bs->next_auth);
 }
 
-loomResult_t loom_bootstrap_init(const loomUniqueId *id, int rank, int nranks,
-                                 struct loom_bootstrap **out) {
-  struct loom_id_fields f;
-  if (loom_id_decode(id, &f) != 0)
-    return loom_error(loomInvalidArgument, LOOM_LOG_BOOTSTRAP,
-                      "the unique id is not a Loom id (not made by "
-                      "loomGetUniqueId, or corrupted in transit)");
-  struct loom_bootstrap *bs = calloc(1, sizeof *bs);
-  if (bs == NULL)
+/* Decodes the ids: every one a Loom id; with several, each made by
+ * loomGetUniqueId with a root of its own (not LOOM_COMM_ID) and no two
+ * the same.  *fields is allocated. */
+static loomResult_t decode_ids(const loomUniqueId *ids, int nids,
+                               struct loom_id_fields **fields) {
+  struct loom_id_fields *f = calloc((size_t)nids, sizeof *f);
+  if (f == NULL)
     return loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP, "out of memory");
+  loomResult_t res = loomSuccess;
+  for (int i = 0; i < nids && res == loomSuccess; i++) {
+    char which[32] = "";
+    if (nids > 1)
+      snprintf(which, sizeof which, " at index %d", i);
+    if (loom_id_decode(&ids[i], &f[i]) != 0)
+      res = loom_error(loomInvalidArgument, LOOM_LOG_BOOTSTRAP,
+                       "the unique id%s is not a Loom id (not made by loomGetUniqueId, or "
+                       "corrupted in transit)", which);
+    else if (nids > 1 && f[i].from_env)
+      res = loom_error(loomInvalidArgument, LOOM_LOG_BOOTSTRAP,
+                       "id %d of %d comes from LOOM_COMM_ID, which names one root: with "
+                       "several ids each must be made by loomGetUniqueId with LOOM_COMM_ID "
+                       "unset, in the process that will host that root", i, nids);
+    for (int j = 0; j < i && res == loomSuccess; j++)
+      if (memcmp(&f[i].root, &f[j].root, sizeof f[i].root) == 0)
+        res = loom_error(loomInvalidArgument, LOOM_LOG_BOOTSTRAP,
+                         "ids %d and %d name the same root: each of the %d ids must come "
+                         "from its own loomGetUniqueId call", j, i, nids);
+  }
+  if (res != loomSuccess) {
+    free(f);
+    return res;
+  }
+  *fields = f;
+  return loomSuccess;
+}
+
+loomResult_t loom_bootstrap_init(const loomUniqueId *ids, int nids, int rank, int nranks,
+                                 struct loom_bootstrap **out) {
+  struct loom_id_fields *all = NULL;
+  LOOM_CHECK(decode_ids(ids, nids, &all));
+  struct loom_id_fields f = all[loom_roots_of(rank, nranks, nids)];
+  struct loom_bootstrap *bs = calloc(1, sizeof *bs);
+  if (bs == NULL) {
+    free(all);
+    return loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP, "out of memory");
+  }
   bs->rank = rank;
   bs->nranks = nranks;
   bs->timeout_s = bootstrap_timeout_s();
   bs->next_fd = bs->prev_fd = -1;
-  memcpy(bs->secret, f.secret, LOOM_SECRET_BYTES);
+  memcpy(bs->secret, all[0].secret, LOOM_SECRET_BYTES); /* the ring's and transports' */
   int listen_fd = -1;
   loomResult_t res = loomSuccess;
   uint64_t deadline = loom_deadline_ms((int64_t)bs->timeout_s * 1000);
@@ -426,15 +313,19 @@ loomResult_t loom_bootstrap_init(const loomUniqueId *id, int rank, int nranks,
     union loom_sockaddr bound;
     LOOM_CHECK_GOTO(loom_root_start(&f.root, f.secret, bs->timeout_s, &bound), res, fail);
   }
-  LOOM_CHECK_GOTO(rendezvous(bs, &f, self, deadline), res, fail);
+  struct loom_rendezvous rv = {.rank = rank, .nranks = nranks, .timeout_s = bs->timeout_s,
+                               .self = self, .ids = all, .nids = nids, .deadline = deadline};
+  LOOM_CHECK_GOTO(loom_rendezvous(&rv, &bs->place), res, fail);
   if (nranks > 1)
     LOOM_CHECK_GOTO(form_ring(bs, listen_fd, deadline), res, fail);
   close(listen_fd);
+  free(all);
   *out = bs;
   return loomSuccess;
 fail:
   if (listen_fd >= 0)
     close(listen_fd);
+  free(all);
   loom_bootstrap_close(bs);
   return res;
 }

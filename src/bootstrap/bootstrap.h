@@ -32,8 +32,11 @@ loomResult_t loom_bootstrap_make_id(loomUniqueId *id);
  * LOOM_COMM_ID (for communicators made from others: split, init-all). */
 loomResult_t loom_bootstrap_make_root_id(loomUniqueId *id);
 
-/* Joins the rendezvous described by `id` as `rank` of `nranks`. */
-loomResult_t loom_bootstrap_init(const loomUniqueId *id, int rank, int nranks,
+/* Joins the rendezvous described by the `nids` ids (one root each, wire.h
+ * says which ranks each serves; every rank passes the same ids in the
+ * same order) as `rank` of `nranks`.  The communicator's secret is the
+ * first id's. */
+loomResult_t loom_bootstrap_init(const loomUniqueId *ids, int nids, int rank, int nranks,
                                  struct loom_bootstrap **out);
 
 int loom_bootstrap_rank(const struct loom_bootstrap *bs);

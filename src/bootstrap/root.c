@@ -1,14 +1,17 @@
 /*
  * root.c — the bootstrap root: a thread that challenges every connection,
- * admits the ranks that prove the job's secret (net/auth.h), and
- * answers each with its placement (its ring neighbours and the ranks of its
- * host; or an error naming the ranks that never arrived), tagged so the
- * rank knows it came from its own job's root.  It serves one rendezvous and exits.  Nothing a client sends
- * can crash or starve it: frames are size-checked before anything is read
- * into a buffer, a connection has ROOT_PROOF_MS to prove itself, and when
- * every slot is taken the oldest unproven one makes room.
+ * admits the ranks that prove the job's secret (net/auth.h) until every
+ * rank it serves arrived (all of them, or one block of ranks and its
+ * neighbours when there are several roots: wire.h), then has them
+ * answered (root_answer.c), or answers each with an error naming the
+ * ranks that never arrived.  It serves one rendezvous and exits.  Nothing
+ * a client sends can crash or starve it: frames are size-checked before
+ * anything is read into a buffer, a connection has ROOT_PROOF_MS to prove
+ * itself, and when every slot is taken the oldest unproven one makes
+ * room.
  */
 #include "bootstrap/bootstrap.h"
+#include "bootstrap/root.h"
 #include "net/auth.h"
 #include "net/bytes.h"
 #include "core/hmac.h"
@@ -23,41 +26,6 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-
-/* Unproven connections held at once: far below the usual 1,024 open files,
- * so a flood cannot make accept() fail; the oldest is dropped for a new one. */
-#define ROOT_MAX_PENDING 256
-#define ROOT_PROOF_MS 10000  /* from accept to a complete, proven hello */
-#define ROOT_ACCEPT_BURST 32 /* accepts per turn, so a flood drains fast */
-#define ROOT_REPLY_MS 10000  /* bound on sending the table to one rank */
-#define ROOT_PROGRESS_MS 10000 /* how often a waiting root says who is missing */
-#define ROOT_LABEL "loom/root"
-#define ROOT_HELLO_FRAME (LOOM_FRAME_HDR_BYTES + LOOM_HELLO_BYTES)
-
-struct pending_conn {
-  int fd;
-  size_t have; /* bytes of proof + hello frame read so far */
-  uint8_t buf[LOOM_AUTH_PROOF_BYTES + ROOT_HELLO_FRAME];
-  struct loom_auth_state auth;
-  uint64_t deadline;
-  union loom_sockaddr from;
-};
-
-struct root_state {
-  int listen_fd;
-  uint8_t secret[LOOM_SECRET_BYTES];
-  int timeout_s;
-  char addr_text[LOOM_ADDR_STRLEN];
-  struct pending_conn *pending; /* ROOT_MAX_PENDING slots, in arrival order */
-  int npending;
-  int nranks;       /* 0 until the first valid hello */
-  int arrived;
-  int *rank_fd;     /* per rank, -1 until arrived */
-  struct loom_auth_state *rank_auth; /* per rank: its handshake, to tag replies */
-  struct loom_peer_info *infos;
-  unsigned long dropped; /* connections that never proved the secret */
-  uint64_t first_ns, last_ns; /* the first and last rank's hello accepted */
-};
 
 /* Closes pending slot i, keeping the others in arrival order.  A reason
  * is logged for the first few drops; the rest are counted (a flood must
@@ -82,26 +50,26 @@ static void take_pending(struct root_state *st, int i) {
   st->npending--;
 }
 
-/* An error frame: code, text, and the root's tag over both, so that the
- * rank can tell its own job's root from another's. */
-static void send_error_frame(int fd, const struct loom_auth_state *auth, const uint8_t *secret,
-                             loomResult_t code, const char *text) {
-  uint8_t hdr[LOOM_FRAME_HDR_BYTES], body[4 + 512], tag[LOOM_AUTH_TAG_BYTES];
-  size_t len = strnlen(text, sizeof body - 4);
-  loom_put_u32(body, (uint32_t)code);
-  memcpy(body + 4, text, len);
-  loom_auth_tag(secret, ROOT_LABEL "/error", 'a', auth->challenge, auth->nonce, body, len + 4,
-                tag);
-  struct loom_frame_hdr h = {.type = LOOM_FRAME_ERROR, .len = (uint32_t)(len + 4 + sizeof tag)};
-  loom_frame_hdr_encode(&h, hdr);
-  uint64_t deadline = loom_deadline_ms(1000);
-  if (loom_socket_send_all(fd, hdr, sizeof hdr, deadline, NULL) == loomSuccess &&
-      loom_socket_send_all(fd, body, len + 4, deadline, NULL) == loomSuccess)
-    loom_socket_send_all(fd, tag, sizeof tag, deadline, NULL);
+/* Whether rank r is one this root waits for (a member or a neighbour). */
+static int expects(const struct root_state *st, int r) {
+  if (r >= st->lo && r < st->hi)
+    return 1;
+  for (int i = 0; i < st->nneighbours; i++)
+    if (st->neighbours[i] == r)
+      return 1;
+  return 0;
 }
 
-/* Sizes the rank table at the first proven hello. */
-static int make_table(struct root_state *st, int nranks) {
+/* Sizes the rank table at the first proven hello, which also says which
+ * root of how many this one is. */
+static int make_table(struct root_state *st, const struct loom_hello *h) {
+  int nranks = h->nranks;
+  st->nroots = h->nroots;
+  st->index = h->root;
+  st->lo = loom_roots_first(h->root, nranks, h->nroots);
+  st->hi = loom_roots_first(h->root + 1, nranks, h->nroots);
+  st->nneighbours = loom_roots_neighbours(h->root, nranks, h->nroots, st->neighbours);
+  st->expected = st->hi - st->lo + st->nneighbours;
   st->rank_fd = malloc(sizeof(int) * (size_t)nranks);
   st->rank_auth = calloc((size_t)nranks, sizeof *st->rank_auth);
   st->infos = calloc((size_t)nranks, sizeof *st->infos);
@@ -122,7 +90,7 @@ static int make_table(struct root_state *st, int nranks) {
 
 /* Refuses a proven rank whose call does not fit the others'. */
 static void refuse(struct root_state *st, int i, const char *text) {
-  send_error_frame(st->pending[i].fd, &st->pending[i].auth, st->secret, loomInvalidUsage, text);
+  loom_root_send_error(st->pending[i].fd, &st->pending[i].auth, st->secret, loomInvalidUsage, text);
   drop_pending(st, i, text);
 }
 
@@ -133,28 +101,36 @@ static void accept_hello(struct root_state *st, int i) {
   memcpy(pc->auth.nonce, pc->buf, LOOM_AUTH_NONCE_BYTES);
   if (!loom_auth_check(st->secret, ROOT_LABEL, 'c', pc->auth.challenge, pc->auth.nonce, frame,
                        ROOT_HELLO_FRAME, pc->buf + LOOM_AUTH_NONCE_BYTES)) {
-    send_error_frame(pc->fd, &pc->auth, st->secret, loomInvalidUsage,
+    loom_root_send_error(pc->fd, &pc->auth, st->secret, loomInvalidUsage,
                      "this bootstrap root belongs to another job: the rank's proof of the "
                      "job's secret does not match");
     drop_pending(st, i, "wrong proof of the job's secret (a rank of another job sharing "
                         "this address, or a stranger)");
     return;
   }
-  int32_t nranks;
-  struct loom_peer_info info;
+  struct loom_hello hello;
   char text[256];
-  if (loom_hello_decode(frame + LOOM_FRAME_HDR_BYTES, &nranks, &info) != 0) {
+  if (loom_hello_decode(frame + LOOM_FRAME_HDR_BYTES, &hello) != 0) {
     drop_pending(st, i, "malformed hello");
     return;
   }
-  if (st->nranks == 0 && make_table(st, nranks) != 0) {
+  const struct loom_peer_info info = hello.info;
+  if (st->nranks == 0 && make_table(st, &hello) != 0) {
     drop_pending(st, i, "out of memory for the rank table");
     return;
   }
-  if (nranks != st->nranks) {
+  if (hello.nranks != st->nranks) {
     snprintf(text, sizeof text,
              "rank %d called init with nranks=%d but earlier ranks used nranks=%d", info.rank,
-             nranks, st->nranks);
+             hello.nranks, st->nranks);
+    refuse(st, i, text);
+    return;
+  }
+  if (hello.nroots != st->nroots || hello.root != st->index) {
+    snprintf(text, sizeof text,
+             "rank %d took this root for root %d of %d ids, earlier ranks for root %d of %d: "
+             "every rank must pass the same ids in the same order", info.rank, hello.root,
+             hello.nroots, st->index, st->nroots);
     refuse(st, i, text);
     return;
   }
@@ -175,7 +151,7 @@ static void accept_hello(struct root_state *st, int i) {
   if (st->arrived == 1)
     st->first_ns = st->last_ns;
   LOOM_TRACE(LOOM_LOG_BOOTSTRAP, "root: rank %d arrived (%d/%d)", info.rank, st->arrived,
-             st->nranks);
+             st->expected);
   take_pending(st, i); /* fd now owned by rank_fd */
 }
 
@@ -207,130 +183,13 @@ static void read_pending(struct root_state *st, int i) {
     accept_hello(st, i);
 }
 
-/* Replies go to ranks of other processes first: a rank in this process may
- * return and end the process (and this thread) as soon as it has its own.
- * Pass 0 answers the others, pass 1 this process's ranks. */
-static int answer_in_pass(const struct root_state *st, int r, int pass, pid_t self) {
-  return (st->infos[r].pid == self) == (pass == 1);
-}
-
-/* Groups the ranks by host id: `order` lists every rank, those of one
- * host together and ascending; a rank's host starts at order[first[r]]
- * and holds count[r] ranks.  O(n log n), once per rendezvous. */
-struct host_groups {
-  int32_t *order;
-  int *first, *count;
-};
-
-struct host_key {
-  const char *hostid;
-  int32_t rank;
-};
-
-static int compare_host_keys(const void *a, const void *b) {
-  const struct host_key *x = a, *y = b;
-  int c = strcmp(x->hostid, y->hostid);
-  return c != 0 ? c : (x->rank > y->rank) - (x->rank < y->rank);
-}
-
-static void free_groups(struct host_groups *g) {
-  free(g->order);
-  free(g->first);
-  free(g->count);
-}
-
-static int group_hosts(const struct root_state *st, struct host_groups *g) {
-  size_t n = (size_t)st->nranks;
-  struct host_key *keys = malloc(sizeof *keys * n);
-  g->order = malloc(sizeof *g->order * n);
-  g->first = malloc(sizeof *g->first * n);
-  g->count = malloc(sizeof *g->count * n);
-  if (keys == NULL || g->order == NULL || g->first == NULL || g->count == NULL) {
-    free(keys);
-    free_groups(g);
-    return -1;
-  }
-  for (size_t r = 0; r < n; r++)
-    keys[r] = (struct host_key){.hostid = st->infos[r].hostid, .rank = (int32_t)r};
-  qsort(keys, n, sizeof *keys, compare_host_keys);
-  for (size_t i = 0, run = 0; i < n; i++) {
-    g->order[i] = keys[i].rank;
-    if (i > 0 && strcmp(keys[i].hostid, keys[run].hostid) != 0)
-      run = i;
-    g->first[keys[i].rank] = (int)run;
-  }
-  for (size_t i = 0; i < n; i++) {
-    size_t end = (size_t)g->first[keys[i].rank];
-    while (end < n && strcmp(keys[end].hostid, keys[i].hostid) == 0)
-      end++;
-    g->count[keys[i].rank] = (int)(end - (size_t)g->first[keys[i].rank]);
-  }
-  free(keys);
-  return 0;
-}
-
-static void send_out_of_memory(struct root_state *st) {
-  for (int r = 0; r < st->nranks; r++)
-    send_error_frame(st->rank_fd[r], &st->rank_auth[r], st->secret, loomSystemError,
-                     "bootstrap root ran out of memory for the ranks' placements");
-}
-
-/* One rank's answer: frame header, its placement, the root's tag over
- * the placement's digest.  A rank that died meanwhile fails its own
- * neighbours; the caller goes on with the others. */
-static void send_placement(struct root_state *st, const struct host_groups *g, int r,
-                           uint8_t *frame) {
-  int n = st->nranks;
-  struct loom_placement p = {.prev = st->infos[(r + n - 1) % n],
-                             .next = st->infos[(r + 1) % n],
-                             .nlocal = g->count[r],
-                             .local = g->order + g->first[r]};
-  size_t bytes = LOOM_PLACEMENT_BYTES(p.nlocal);
-  struct loom_frame_hdr h = {.type = LOOM_FRAME_PLACEMENT,
-                             .len = (uint32_t)(bytes + LOOM_AUTH_TAG_BYTES)};
-  loom_frame_hdr_encode(&h, frame);
-  loom_placement_encode(&p, frame + LOOM_FRAME_HDR_BYTES);
-  uint8_t digest[LOOM_SHA256_BYTES];
-  loom_sha256(frame + LOOM_FRAME_HDR_BYTES, bytes, digest);
-  loom_auth_tag(st->secret, ROOT_LABEL "/placement", 'a', st->rank_auth[r].challenge,
-                st->rank_auth[r].nonce, digest, sizeof digest,
-                frame + LOOM_FRAME_HDR_BYTES + bytes);
-  char what[64];
-  snprintf(what, sizeof what, "rank %d (placement)", r);
-  loom_socket_send_all(st->rank_fd[r], frame, LOOM_FRAME_HDR_BYTES + bytes + LOOM_AUTH_TAG_BYTES,
-                       loom_deadline_ms(ROOT_REPLY_MS), what);
-}
-
-/* Every rank gets its placement: O(ranks on its host) bytes, not the
- * whole table (which made the root send n^2 entries). */
-static void send_placements(struct root_state *st) {
-  struct host_groups g = {0};
-  if (group_hosts(st, &g) != 0) {
-    send_out_of_memory(st);
-    return;
-  }
-  int most = 0;
-  for (int r = 0; r < st->nranks; r++)
-    most = g.count[r] > most ? g.count[r] : most;
-  uint8_t *frame = malloc(LOOM_FRAME_HDR_BYTES + LOOM_PLACEMENT_BYTES(most) + LOOM_AUTH_TAG_BYTES);
-  if (frame == NULL)
-    send_out_of_memory(st);
-  pid_t self = getpid();
-  for (int pass = 0; frame != NULL && pass < 2; pass++)
-    for (int r = 0; r < st->nranks; r++)
-      if (answer_in_pass(st, r, pass, self))
-        send_placement(st, &g, r, frame);
-  free(frame);
-  free_groups(&g);
-}
-
 /* Lists the missing ranks as "3, 5, 7 (3 of 8)" into buf. */
 static void list_missing(const struct root_state *st, char *buf, size_t len) {
   size_t o = 0;
   int missing = 0, shown = 0;
   buf[0] = '\0';
   for (int r = 0; r < st->nranks; r++) {
-    if (st->rank_fd[r] >= 0)
+    if (st->rank_fd[r] >= 0 || !expects(st, r))
       continue;
     missing++;
     if (shown < 32 && o + 16 < len) {
@@ -341,7 +200,7 @@ static void list_missing(const struct root_state *st, char *buf, size_t len) {
   if (missing > shown && o + 8 < len)
     o += (size_t)snprintf(buf + o, len - o, ", ...");
   if (o + 32 < len)
-    snprintf(buf + o, len - o, " (%d of %d)", missing, st->nranks);
+    snprintf(buf + o, len - o, " (%d of %d)", missing, st->expected);
 }
 
 static void root_timeout(struct root_state *st) {
@@ -361,8 +220,8 @@ static void root_timeout(struct root_state *st) {
   pid_t self = getpid();
   for (int pass = 0; pass < 2; pass++)
     for (int r = 0; r < st->nranks; r++)
-      if (st->rank_fd[r] >= 0 && answer_in_pass(st, r, pass, self))
-        send_error_frame(st->rank_fd[r], &st->rank_auth[r], st->secret, loomTimeout, text);
+      if (st->rank_fd[r] >= 0 && loom_root_answer_in_pass(st, r, pass, self))
+        loom_root_send_error(st->rank_fd[r], &st->rank_auth[r], st->secret, loomTimeout, text);
 }
 
 /* Drops unproven connections past their deadline. */
@@ -421,7 +280,7 @@ static void report_progress(const struct root_state *st, uint64_t *next, int lef
 static void root_serve(struct root_state *st, struct pollfd *fds) {
   uint64_t deadline = loom_deadline_ms((int64_t)st->timeout_s * 1000);
   uint64_t next_report = loom_deadline_ms(ROOT_PROGRESS_MS);
-  while (st->nranks == 0 || st->arrived < st->nranks) {
+  while (st->nranks == 0 || st->arrived < st->expected) {
     int left = loom_ms_left(deadline);
     if (left == 0) {
       root_timeout(st);
@@ -453,17 +312,17 @@ static void *root_main(void *arg) {
   if (fds != NULL)
     root_serve(st, fds);
   close(st->listen_fd);
-  if (st->nranks > 0 && st->arrived == st->nranks) {
-    send_placements(st);
+  if (st->nranks > 0 && st->arrived == st->expected) {
+    loom_root_answer_all(st);
     /* what loom-sim --init's root terms model (root_hello_s, root_bw):
      * the thread's CPU time is its own cost, however late ranks came */
     struct timespec cpu = {0, 0};
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
     double cpu_ms = (double)cpu.tv_sec * 1e3 + (double)cpu.tv_nsec / 1e6;
     LOOM_INFO(LOOM_LOG_INIT, "bootstrap root %s: %d hellos over %.1f ms, placements sent in "
-              "%.1f ms; root thread CPU %.1f ms (%.1f us a rank)", st->addr_text, st->nranks,
+              "%.1f ms; root thread CPU %.1f ms (%.1f us a rank)", st->addr_text, st->expected,
               (double)(st->last_ns - st->first_ns) / 1e6,
-              (double)(loom_now_ns() - st->last_ns) / 1e6, cpu_ms, cpu_ms * 1e3 / st->nranks);
+              (double)(loom_now_ns() - st->last_ns) / 1e6, cpu_ms, cpu_ms * 1e3 / st->expected);
   }
   if (st->dropped > 8)
     LOOM_WARN(LOOM_LOG_BOOTSTRAP,

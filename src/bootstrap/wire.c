@@ -51,7 +51,8 @@ int loom_frame_hdr_decode(const uint8_t in[LOOM_FRAME_HDR_BYTES], uint32_t max_l
   h->type = loom_get_u32(in + 4);
   h->len = loom_get_u32(in + 8);
   if (h->type != LOOM_FRAME_HELLO && h->type != LOOM_FRAME_ERROR && h->type != LOOM_FRAME_DATA &&
-      h->type != LOOM_FRAME_NOTICE && h->type != LOOM_FRAME_PLACEMENT)
+      h->type != LOOM_FRAME_NOTICE && h->type != LOOM_FRAME_PLACEMENT &&
+      h->type != LOOM_FRAME_ACK)
     return -1;
   if (h->len > max_len || h->len > LOOM_FRAME_MAX_PAYLOAD)
     return -1;
@@ -86,18 +87,62 @@ int loom_peer_info_decode(const uint8_t *in, struct loom_peer_info *p) {
                               &p->listen_addr);
 }
 
-void loom_hello_encode(int32_t nranks, const struct loom_peer_info *p, uint8_t *out) {
-  loom_put_u32(out, (uint32_t)nranks);
-  loom_peer_info_encode(p, out + 4);
+int loom_roots_first(int32_t g, int32_t nranks, int32_t nroots) {
+  return (int)((int64_t)g * nranks / nroots);
 }
 
-int loom_hello_decode(const uint8_t *in, int32_t *nranks, struct loom_peer_info *p) {
-  *nranks = (int32_t)loom_get_u32(in);
-  if (*nranks <= 0)
+int loom_roots_of(int32_t rank, int32_t nranks, int32_t nroots) {
+  int g = (int)((int64_t)rank * nroots / nranks);
+  while (g + 1 < nroots && loom_roots_first(g + 1, nranks, nroots) <= rank)
+    g++;
+  while (g > 0 && loom_roots_first(g, nranks, nroots) > rank)
+    g--;
+  return g;
+}
+
+int loom_roots_neighbours(int32_t g, int32_t nranks, int32_t nroots, int32_t out[2]) {
+  /* 64-bit: first + nranks - 1 passes INT32_MAX for large nranks */
+  int32_t cand[2] = {(int32_t)(((int64_t)loom_roots_first(g, nranks, nroots) + nranks - 1) % nranks),
+                     loom_roots_first(g + 1, nranks, nroots) % nranks};
+  int n = 0;
+  for (int i = 0; i < 2; i++)
+    if (loom_roots_of(cand[i], nranks, nroots) != g && (n == 0 || out[0] != cand[i]))
+      out[n++] = cand[i];
+  return n;
+}
+
+void loom_hello_encode(const struct loom_hello *h, uint8_t *out) {
+  loom_put_u32(out, (uint32_t)h->nranks);
+  loom_put_u32(out + 4, (uint32_t)h->nroots);
+  loom_put_u32(out + 8, (uint32_t)h->root);
+  loom_put_u32(out + 12, (uint32_t)h->role);
+  loom_peer_info_encode(&h->info, out + 16);
+}
+
+/* Whether `rank` may say hello to root g in `role`. */
+static int hello_fits_root(int32_t rank, int32_t role, int32_t g, int32_t nranks,
+                           int32_t nroots) {
+  if (role == LOOM_HELLO_MEMBER)
+    return loom_roots_of(rank, nranks, nroots) == g;
+  int32_t nb[2];
+  int n = loom_roots_neighbours(g, nranks, nroots, nb);
+  for (int i = 0; i < n; i++)
+    if (nb[i] == rank)
+      return 1;
+  return 0;
+}
+
+int loom_hello_decode(const uint8_t *in, struct loom_hello *h) {
+  h->nranks = (int32_t)loom_get_u32(in);
+  h->nroots = (int32_t)loom_get_u32(in + 4);
+  h->root = (int32_t)loom_get_u32(in + 8);
+  h->role = (int32_t)loom_get_u32(in + 12);
+  if (h->nranks <= 0 || h->nroots <= 0 || h->nroots > h->nranks || h->root < 0 ||
+      h->root >= h->nroots || (h->role != LOOM_HELLO_MEMBER && h->role != LOOM_HELLO_NEIGHBOUR))
     return -1;
-  if (loom_peer_info_decode(in + 4, p) != 0)
+  if (loom_peer_info_decode(in + 16, &h->info) != 0 || h->info.rank >= h->nranks)
     return -1;
-  return p->rank < *nranks ? 0 : -1;
+  return hello_fits_root(h->info.rank, h->role, h->root, h->nranks, h->nroots) ? 0 : -1;
 }
 
 void loom_placement_encode(const struct loom_placement *p, uint8_t *out) {
@@ -131,7 +176,8 @@ int loom_placement_decode(const uint8_t *in, size_t len, int32_t rank, int32_t n
     return -1;
   if (loom_peer_info_decode(in, &p->prev) != 0 ||
       loom_peer_info_decode(in + LOOM_PEER_INFO_BYTES, &p->next) != 0 ||
-      p->prev.rank != (rank + nranks - 1) % nranks || p->next.rank != (rank + 1) % nranks)
+      p->prev.rank != (int32_t)(((int64_t)rank + nranks - 1) % nranks) ||
+      p->next.rank != (int32_t)(((int64_t)rank + 1) % nranks))
     return -1;
   p->local = malloc(sizeof *p->local * nlocal);
   if (p->local == NULL)

@@ -40,6 +40,7 @@ enum loom_frame_type {
   LOOM_FRAME_DATA = 5,   /* bootstrap allgather block */
   LOOM_FRAME_NOTICE = 6, /* failure notice travelling the ring */
   LOOM_FRAME_PLACEMENT = 7, /* root -> rank: its placement (below), then the root's tag */
+  LOOM_FRAME_ACK = 8,       /* root -> a NEIGHBOUR hello's rank: the root's tag only */
 };
 
 struct loom_frame_hdr {
@@ -63,11 +64,32 @@ struct loom_peer_info {
 void loom_peer_info_encode(const struct loom_peer_info *p, uint8_t *out);
 int loom_peer_info_decode(const uint8_t *in, struct loom_peer_info *p);
 
-/* HELLO payload: nranks, peer info.  It travels after the rank's proof
- * of the secret (net/auth.h), never with the secret itself. */
-#define LOOM_HELLO_BYTES (4 + LOOM_PEER_INFO_BYTES)
-void loom_hello_encode(int32_t nranks, const struct loom_peer_info *p, uint8_t *out);
-int loom_hello_decode(const uint8_t *in, int32_t *nranks, struct loom_peer_info *p);
+/* ---- several roots (loomCommInitRankScalable) ----
+ * Root g of k serves the block of ranks [first(g), first(g + 1)), with
+ * first(g) = floor(g * nranks / k).  A rank sends its hello to its
+ * block's root as a MEMBER, and, where it is the ring neighbour of
+ * another block's edge rank, to that block's root as a NEIGHBOUR too, so
+ * every root can tell each of its members both ring neighbours.  One
+ * root (k = 1) serves every rank and has no neighbours. */
+int loom_roots_first(int32_t g, int32_t nranks, int32_t nroots);
+int loom_roots_of(int32_t rank, int32_t nranks, int32_t nroots);
+/* The ranks outside root g's block that are ring neighbours of its edge
+ * ranks (0 to 2, distinct, written to out). */
+int loom_roots_neighbours(int32_t g, int32_t nranks, int32_t nroots, int32_t out[2]);
+
+/* HELLO payload: nranks, nroots, the root it is for, its role there, the
+ * rank's peer info.  It travels after the rank's proof of the secret
+ * (net/auth.h), never with the secret itself. */
+enum loom_hello_role { LOOM_HELLO_MEMBER = 0, LOOM_HELLO_NEIGHBOUR = 1 };
+struct loom_hello {
+  int32_t nranks, nroots, root, role;
+  struct loom_peer_info info;
+};
+#define LOOM_HELLO_BYTES (16 + LOOM_PEER_INFO_BYTES)
+void loom_hello_encode(const struct loom_hello *h, uint8_t *out);
+/* 0 on success; -1 when a field is out of range or the rank is not what
+ * its role says at that root (not in its block, not a neighbour of it). */
+int loom_hello_decode(const uint8_t *in, struct loom_hello *h);
 
 /* PLACEMENT payload: what one rank needs of the others before the
  * topology all-gather, and no more, so that the root sends O(ranks per

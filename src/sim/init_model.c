@@ -8,8 +8,9 @@
  *   bootstrap   every rank sends its hello to the root, which handles them
  *               one at a time and then sends each rank its placement (its
  *               ring neighbours' infos and the ranks of its node:
- *               LOOM_PLACEMENT_BYTES(L)); then each rank connects to its
- *               ring successor
+ *               LOOM_PLACEMENT_BYTES(L)); with --roots K each root does
+ *               this for its block of n / K ranks (and 2 neighbours) in
+ *               parallel; then each rank connects to its ring successor
  *   topology    each rank discovers its node, then one ring all-gather
  *               (n - 1 steps) of the records with each rank's transport
  *               addresses behind its record
@@ -53,6 +54,7 @@ void loom_sim_init_params_default(struct loom_sim_init_params *p) {
       .shm_map_s = 0.1e-3,
       .connect_s = 0.25e-3,
       .cores = 0,
+      .roots = 1,
       .no_shm = 0,
   };
 }
@@ -71,8 +73,11 @@ void loom_sim_init_predict(const struct loom_sim_init_params *p, int nnodes, int
   double turns = p->cores > 0 && local > p->cores ? (double)local / p->cores : 1.0;
   double answer = LOOM_FRAME_HDR_BYTES + LOOM_PLACEMENT_BYTES(local) + LOOM_AUTH_TAG_BYTES;
   /* the root's hellos are its own thread's CPU time, one after another,
-   * while the ranks of its node wait (so not stretched by turns) */
-  r->bootstrap = turns * p->ring_setup_s + n * p->root_hello_s + n * answer / p->root_bw;
+   * while the ranks of its node wait (so not stretched by turns); with
+   * several roots each takes its block and up to 2 neighbours at once */
+  int roots = p->roots > 1 ? p->roots : 1;
+  double per_root = ceil(n / roots) + (roots > 1 ? 2 : 0);
+  r->bootstrap = turns * p->ring_setup_s + per_root * (p->root_hello_s + answer / p->root_bw);
   r->topology = turns * p->discover_s +
                 (n - 1) * (turns * p->ring_alpha +
                            (LOOM_TOPO_RECORD_BYTES + INIT_ADDR_BYTES) / p->ring_bw);

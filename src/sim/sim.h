@@ -184,6 +184,7 @@ struct loom_sim_init_params {
   double discover_s;   /* a rank discovering its node's hardware */
   double root_hello_s; /* the root's time per hello (accept, challenge, check, answer) */
   double root_bw;      /* bytes/s at which the root sends the placements */
+  int roots;           /* bootstrap roots (loomCommInitRankScalable), on separate nodes */
   double ring_setup_s; /* connecting to the ring successor and proving the secret */
   double ring_alpha;   /* seconds per step of a bootstrap ring all-gather */
   double ring_bw;      /* bytes/s of one ring hop */

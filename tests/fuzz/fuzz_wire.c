@@ -72,18 +72,22 @@ static void peer(const uint8_t *in) {
 }
 
 static void hello(const uint8_t *in) {
-  struct loom_peer_info p, again;
-  int32_t nranks, again_n;
+  struct loom_hello h, again;
   uint8_t out[LOOM_HELLO_BYTES];
-  if (loom_hello_decode(in, &nranks, &p) != 0)
+  if (loom_hello_decode(in, &h) != 0)
     return;
-  if (nranks <= 0 || p.rank < 0 || p.rank >= nranks)
+  if (h.nranks <= 0 || h.info.rank < 0 || h.info.rank >= h.nranks || h.nroots < 1 ||
+      h.nroots > h.nranks || h.root < 0 || h.root >= h.nroots)
     abort();
-  strings_end(&p);
-  loom_hello_encode(nranks, &p, out);
-  if (loom_hello_decode(out, &again_n, &again) != 0 || again_n != nranks)
+  /* a member is in the block of the root it names */
+  if (h.role == LOOM_HELLO_MEMBER && loom_roots_of(h.info.rank, h.nranks, h.nroots) != h.root)
     abort();
-  same_peer(&p, &again);
+  strings_end(&h.info);
+  loom_hello_encode(&h, out);
+  if (loom_hello_decode(out, &again) != 0 || again.nranks != h.nranks ||
+      again.nroots != h.nroots || again.root != h.root || again.role != h.role)
+    abort();
+  same_peer(&h.info, &again.info);
 }
 
 static void notice(const uint8_t *in) {

@@ -248,7 +248,9 @@ static void stray_connections(void) {
   info.listen_addr = f.root;
   struct loom_frame_hdr hh = {LOOM_FRAME_HELLO, LOOM_HELLO_BYTES};
   loom_frame_hdr_encode(&hh, hello);
-  loom_hello_encode(1, &info, hello + LOOM_FRAME_HDR_BYTES);
+  struct loom_hello hb = {.nranks = 1, .nroots = 1, .root = 0, .role = LOOM_HELLO_MEMBER,
+                         .info = info};
+  loom_hello_encode(&hb, hello + LOOM_FRAME_HDR_BYTES);
   if (read(wrong, raw, sizeof raw) != (ssize_t)sizeof raw ||
       loom_auth_challenge_decode(raw, challenge) != 0)
     FAIL("the root sent no challenge");

@@ -76,9 +76,9 @@ static void *fake_root_main(void *arg) {
     close(fd);
     return NULL;
   }
-  int32_t n;
-  struct loom_peer_info peer;
-  loom_hello_decode(in + LOOM_AUTH_PROOF_BYTES + LOOM_FRAME_HDR_BYTES, &n, &peer);
+  struct loom_hello hello;
+  loom_hello_decode(in + LOOM_AUTH_PROOF_BYTES + LOOM_FRAME_HDR_BYTES, &hello);
+  struct loom_peer_info peer = hello.info;
   /* rank 1 of 2: both neighbours are rank 0; the host holds both ranks */
   int32_t local[2] = {0, 1};
   struct loom_placement pl = {.prev = peer, .next = peer, .nlocal = 2, .local = local};

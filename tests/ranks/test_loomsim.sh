@@ -25,6 +25,10 @@ expect_count '^ *[0-9]\+ \+[0-9]\+ \+[0-9]\+ \+[0-9.]\+ \+[0-9.]\+ \+[0-9.]\+ \+
   "--init: a row per doubling from 2 to 16,384 ranks"
 # 16,384 ranks as 2,048 nodes of 8, and the total the default calibration gives
 expect_count '^ *16384 \+2048 \+8 .* 2\.101$' 1 "--init: 16,384 ranks predicted at 2.101 s (root at 2 GB/s)"
+out=$("$sim" --init -L 8 --roots 16 2>&1)
+expect_count '^ *16384 \+2048 \+8 \+0\.0730 .* 1\.022$' 1 "--init --roots 16: 16 roots take the hellos at once (bootstrap 0.073 s, 1.022 s in all)"
+out=$("$sim" --init --roots 0 2>&1); rc=$?
+if [ "$rc" = 2 ]; then pass "--init --roots 0: usage error"; else fail "--init --roots 0: status $rc"; fi
 out=$("$sim" --init -L 8 --root-bw 12.5 2>&1)
 expect_count '^ *16384 \+2048 \+8 .* 2\.098$' 1 "--init --root-bw 12.5: the root's answers are placements, not tables (2.098 s)"
 printf '%s\n' "# bench/init-scaling.sh: tcp, LOOM_CONNECT=lazy, 3 round(s), 2 CPUs" \

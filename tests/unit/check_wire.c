@@ -200,7 +200,7 @@ END_TEST
 
 START_TEST(frame_hdr_roundtrip) {
   static const uint32_t types[] = {LOOM_FRAME_HELLO, LOOM_FRAME_ERROR, LOOM_FRAME_DATA,
-                                   LOOM_FRAME_NOTICE, LOOM_FRAME_PLACEMENT};
+                                   LOOM_FRAME_NOTICE, LOOM_FRAME_PLACEMENT, LOOM_FRAME_ACK};
   for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
     uint32_t type = types[i];
     struct loom_frame_hdr h = {type, 1000 + type}, g = {0, 0};
@@ -237,8 +237,8 @@ START_TEST(frame_hdr_rejects) {
   h.type = 0;
   loom_frame_hdr_encode(&h, raw);
   ck_assert_int_eq(loom_frame_hdr_decode(raw, 1000, &g), -1);
-  /* 2 (the old whole table), 4 (the old ring hello) and 8 are no types */
-  static const uint32_t retired[] = {2, 4, 8};
+  /* 2 (the old whole table), 4 (the old ring hello) and 9 are no types */
+  static const uint32_t retired[] = {2, 4, 9};
   for (size_t i = 0; i < sizeof retired / sizeof retired[0]; i++) {
     h.type = retired[i];
     loom_frame_hdr_encode(&h, raw);
@@ -322,38 +322,94 @@ START_TEST(peer_info_rejects) {
 }
 END_TEST
 
-START_TEST(hello_roundtrip) {
+static struct loom_hello make_hello(int rank, int nranks, int nroots, int root, int role) {
   union loom_sockaddr a = make_v4("10.9.8.7", 50000);
+  return (struct loom_hello){.nranks = nranks, .nroots = nroots, .root = root, .role = role,
+                             .info = make_peer(rank, 4242, &a)};
+}
+
+static int hello_decodes(const struct loom_hello *h) {
+  uint8_t raw[LOOM_HELLO_BYTES];
+  struct loom_hello q;
+  loom_hello_encode(h, raw);
+  return loom_hello_decode(raw, &q);
+}
+
+START_TEST(hello_roundtrip) {
   uint8_t raw[LOOM_HELLO_BYTES + 1];
-  static const int cases[][2] = {{0, 1}, {5, 8}, {7, 8}, {0, 1000000}, {999999, 1000000}};
+  /* rank, nranks, nroots, root, role: one root; 8 ranks over 3 roots
+   * (blocks [0,2) [2,5) [5,8)): members, and the neighbours 1 and 5 of
+   * root 1's block */
+  static const int cases[][5] = {{0, 1, 1, 0, 0},       {5, 8, 1, 0, 0},
+                                 {7, 8, 1, 0, 0},       {0, 1000000, 1, 0, 0},
+                                 {999999, 1000000, 1, 0, 0}, {3, 8, 3, 1, 0},
+                                 {1, 8, 3, 1, 1},       {5, 8, 3, 1, 1},
+                                 {7, 8, 3, 2, 0},       {0, 8, 3, 2, 1}};
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    struct loom_peer_info p = make_peer(cases[i][0], 4242, &a), q;
+    const int *c = cases[i];
+    struct loom_hello h = make_hello(c[0], c[1], c[2], c[3], c[4]), q;
     memset(raw, 0x66, sizeof raw);
-    loom_hello_encode(cases[i][1], &p, raw);
+    loom_hello_encode(&h, raw);
     ck_assert_int_eq(raw[LOOM_HELLO_BYTES], 0x66);
-    int32_t nranks = -7;
-    ck_assert_int_eq(loom_hello_decode(raw, &nranks, &q), 0);
-    ck_assert_int_eq(nranks, cases[i][1]);
-    expect_same_peer(&p, &q);
+    memset(&q, 0x55, sizeof q);
+    ck_assert_msg(loom_hello_decode(raw, &q) == 0, "hello case %zu refused", i);
+    ck_assert_int_eq(q.nranks, c[1]);
+    ck_assert_int_eq(q.nroots, c[2]);
+    ck_assert_int_eq(q.root, c[3]);
+    ck_assert_int_eq(q.role, c[4]);
+    expect_same_peer(&h.info, &q.info);
   }
 }
 END_TEST
 
 START_TEST(hello_rejects) {
-  union loom_sockaddr a = make_v4("10.9.8.7", 50000);
-  uint8_t raw[LOOM_HELLO_BYTES];
-  int32_t nranks;
-  struct loom_peer_info q;
-  static const int bad[][2] = {{0, 0}, {0, -1}, {0, INT32_MIN}, {8, 8}, {9, 8}, {1, 1}};
+  /* rank, nranks, nroots, root, role */
+  static const int bad[][5] = {
+      {0, 0, 1, 0, 0},  {0, -1, 1, 0, 0}, {0, INT32_MIN, 1, 0, 0}, {8, 8, 1, 0, 0},
+      {9, 8, 1, 0, 0},  {1, 1, 1, 0, 0},  {0, 8, 0, 0, 0},  {0, 8, 9, 0, 0},
+      {0, 8, 3, 3, 0},  {0, 8, 3, -1, 0}, {0, 8, 3, 0, 2},  {3, 8, 3, 0, 0}, /* not its block */
+      {6, 8, 3, 1, 1},  {2, 8, 3, 1, 1},  /* in no edge of root 1, or inside it */
+      {0, 8, 1, 0, 1},  /* one root has no neighbours */
+  };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    struct loom_peer_info p = make_peer(bad[i][0], 4242, &a);
-    loom_hello_encode(bad[i][1], &p, raw);
-    ck_assert_msg(loom_hello_decode(raw, &nranks, &q) == -1, "hello rank %d nranks %d accepted",
-                  bad[i][0], bad[i][1]);
+    const int *c = bad[i];
+    struct loom_hello h = make_hello(c[0], c[1], c[2], c[3], c[4]);
+    ck_assert_msg(hello_decodes(&h) == -1, "hello case %zu accepted", i);
   }
-  struct loom_peer_info p = make_peer(2, 0, &a); /* bad peer info inside */
-  loom_hello_encode(4, &p, raw);
-  ck_assert_int_eq(loom_hello_decode(raw, &nranks, &q), -1);
+  struct loom_hello h = make_hello(2, 4, 1, 0, 0);
+  h.info.pid = 0; /* bad peer info inside */
+  ck_assert_int_eq(hello_decodes(&h), -1);
+}
+END_TEST
+
+/* Blocks of n ranks over k roots: each rank in exactly one, contiguous,
+ * sizes within one of each other; a root's neighbours are exactly the
+ * ring neighbours of its block's edge ranks that lie outside it. */
+START_TEST(roots_blocks) {
+  for (int n = 1; n <= 40; n++)
+    for (int k = 1; k <= n; k++) {
+      int lo = n, hi = 0;
+      for (int g = 0; g < k; g++) {
+        int first = loom_roots_first(g, n, k), end = loom_roots_first(g + 1, n, k);
+        lo = end - first < lo ? end - first : lo;
+        hi = end - first > hi ? end - first : hi;
+        for (int r = first; r < end; r++)
+          ck_assert_int_eq(loom_roots_of(r, n, k), g);
+        int32_t nb[2], want[2], nw = 0;
+        int cand[2] = {(first + n - 1) % n, end % n};
+        for (int i = 0; i < 2; i++)
+          if ((cand[i] < first || cand[i] >= end) && (nw == 0 || want[0] != cand[i]))
+            want[nw++] = cand[i];
+        int got = loom_roots_neighbours(g, n, k, nb);
+        ck_assert_int_eq(got, nw);
+        for (int i = 0; i < got; i++)
+          ck_assert_int_eq(nb[i], want[i]);
+      }
+      ck_assert_int_eq(loom_roots_first(k, n, k), n);
+      ck_assert_int_ge(lo, 1);
+      ck_assert_int_le(hi - lo, 1);
+    }
+  ck_assert_int_eq(loom_roots_of(16383, 16384, 7), 6);
 }
 END_TEST
 
@@ -746,6 +802,7 @@ static Suite *wire_suite(void) {
   tcase_add_test(tc, peer_info_rejects);
   tcase_add_test(tc, hello_roundtrip);
   tcase_add_test(tc, hello_rejects);
+  tcase_add_test(tc, roots_blocks);
   tcase_add_test(tc, placement_roundtrip);
   tcase_add_test(tc, placement_rejects);
   tcase_add_test(tc, notice_roundtrip_and_rejects);

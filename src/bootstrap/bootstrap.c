@@ -19,7 +19,6 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-
 struct loom_bootstrap {
   int rank, nranks;
   int timeout_s;

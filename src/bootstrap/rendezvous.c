@@ -20,7 +20,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#define ROOT_LABEL "loom/root"
 /* A root that accepted our connection sends its challenge at once: this
  * long without one means whatever holds the port is not a Loom root. */
 #define ROOT_CHALLENGE_MS 10000
@@ -34,7 +33,7 @@ struct talk {
   const struct loom_id_fields *id;
   int fd;
   struct loom_auth_state st;
-  char what[160], root_text[LOOM_ADDR_STRLEN];
+  char what[160]; /* "bootstrap root I of K at ADDR", for messages */
 };
 
 /* Reads one frame header.  *closed: the root closed or reset the
@@ -65,7 +64,7 @@ static loomResult_t recv_error_frame(int fd, uint32_t len, uint64_t deadline, co
   LOOM_CHECK(loom_socket_recv_all(fd, tag, sizeof tag, deadline, what));
   char text[1024];
   loom_sanitize_text(text, sizeof text, (const char *)body + 4, blen - 4);
-  if (!loom_auth_check(secret, ROOT_LABEL "/error", 'a', st->challenge, st->nonce, body, blen,
+  if (!loom_auth_check(secret, LOOM_ROOT_LABEL_ERROR, 'a', st->challenge, st->nonce, body, blen,
                        tag))
     return loom_error(loomInvalidUsage, LOOM_LOG_BOOTSTRAP,
                       "%s is not this job's bootstrap root: it refused this rank and cannot "
@@ -96,7 +95,7 @@ static loomResult_t recv_placement(const struct loom_rendezvous *rv, const struc
   if (res == loomSuccess)
     res = loom_socket_recv_all(t->fd, tag, sizeof tag, deadline, t->what);
   loom_sha256(body, bytes, digest);
-  if (res == loomSuccess && !loom_auth_check(t->id->secret, ROOT_LABEL "/placement", 'a',
+  if (res == loomSuccess && !loom_auth_check(t->id->secret, LOOM_ROOT_LABEL_PLACEMENT, 'a',
                                              t->st.challenge, t->st.nonce, digest,
                                              sizeof digest, tag))
     res = loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
@@ -119,7 +118,7 @@ static loomResult_t recv_ack(const struct talk *t, uint32_t len, uint64_t deadli
     return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
                       "unexpected answer from %s (%u bytes)", t->what, len);
   LOOM_CHECK(loom_socket_recv_all(t->fd, tag, sizeof tag, deadline, t->what));
-  if (!loom_auth_check(t->id->secret, ROOT_LABEL "/ack", 'a', t->st.challenge, t->st.nonce,
+  if (!loom_auth_check(t->id->secret, LOOM_ROOT_LABEL_ACK, 'a', t->st.challenge, t->st.nonce,
                        nothing, 0, tag))
     return loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
                       "the answer from %s does not carry this job's tag: refused (a forged "
@@ -148,7 +147,7 @@ static loomResult_t say_hello(const struct loom_rendezvous *rv, struct talk *t, 
   loom_hello_encode(&body, hello + LOOM_FRAME_HDR_BYTES);
   uint64_t challenge_deadline = loom_deadline_ms(ROOT_CHALLENGE_MS);
   loomResult_t res = loom_auth_prove(
-      t->fd, t->id->secret, ROOT_LABEL, hello, sizeof hello,
+      t->fd, t->id->secret, LOOM_ROOT_LABEL, hello, sizeof hello,
       challenge_deadline < rv->deadline ? challenge_deadline : rv->deadline, t->what, &t->st);
   if (res == loomTimeout)
     res = loom_error(loomRemoteError, LOOM_LOG_BOOTSTRAP,
@@ -203,12 +202,12 @@ static loomResult_t hear_answer(const struct loom_rendezvous *rv, struct talk *t
 }
 
 static void name_talk(const struct loom_rendezvous *rv, struct talk *t) {
-  loom_sockaddr_str(&t->id->root, t->root_text, sizeof t->root_text);
+  char addr[LOOM_ADDR_STRLEN];
+  loom_sockaddr_str(&t->id->root, addr, sizeof addr);
   if (rv->nids == 1)
-    snprintf(t->what, sizeof t->what, "the bootstrap root at %s", t->root_text);
+    snprintf(t->what, sizeof t->what, "the bootstrap root at %s", addr);
   else
-    snprintf(t->what, sizeof t->what, "bootstrap root %d of %d at %s", t->root, rv->nids,
-             t->root_text);
+    snprintf(t->what, sizeof t->what, "bootstrap root %d of %d at %s", t->root, rv->nids, addr);
 }
 
 /* This rank's conversations: its own root's first, then each root whose
@@ -218,7 +217,8 @@ static int plan_talks(const struct loom_rendezvous *rv, struct talk talks[3]) {
   talks[n++] = (struct talk){.root = own, .role = LOOM_HELLO_MEMBER, .fd = -1};
   int sides[2] = {(own + rv->nids - 1) % rv->nids, (own + 1) % rv->nids};
   for (int s = 0; s < 2; s++) {
-    int g = sides[s], nb[2];
+    int g = sides[s];
+    int32_t nb[2];
     if (g == own || (s == 1 && g == sides[0]))
       continue;
     int k = loom_roots_neighbours(g, rv->nranks, rv->nids, nb);

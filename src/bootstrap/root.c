@@ -99,7 +99,7 @@ static void accept_hello(struct root_state *st, int i) {
   struct pending_conn *pc = &st->pending[i];
   const uint8_t *frame = pc->buf + LOOM_AUTH_PROOF_BYTES;
   memcpy(pc->auth.nonce, pc->buf, LOOM_AUTH_NONCE_BYTES);
-  if (!loom_auth_check(st->secret, ROOT_LABEL, 'c', pc->auth.challenge, pc->auth.nonce, frame,
+  if (!loom_auth_check(st->secret, LOOM_ROOT_LABEL, 'c', pc->auth.challenge, pc->auth.nonce, frame,
                        ROOT_HELLO_FRAME, pc->buf + LOOM_AUTH_NONCE_BYTES)) {
     loom_root_send_error(pc->fd, &pc->auth, st->secret, loomInvalidUsage,
                      "this bootstrap root belongs to another job: the rank's proof of the "

@@ -19,7 +19,6 @@
 #define ROOT_ACCEPT_BURST 32 /* accepts per turn, so a flood drains fast */
 #define ROOT_REPLY_MS 10000  /* bound on sending one rank its answer */
 #define ROOT_PROGRESS_MS 10000 /* how often a waiting root says who is missing */
-#define ROOT_LABEL "loom/root"
 #define ROOT_HELLO_FRAME (LOOM_FRAME_HDR_BYTES + LOOM_HELLO_BYTES)
 
 struct pending_conn {

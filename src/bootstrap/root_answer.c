@@ -23,7 +23,7 @@ void loom_root_send_error(int fd, const struct loom_auth_state *auth, const uint
   size_t len = strnlen(text, sizeof body - 4);
   loom_put_u32(body, (uint32_t)code);
   memcpy(body + 4, text, len);
-  loom_auth_tag(secret, ROOT_LABEL "/error", 'a', auth->challenge, auth->nonce, body, len + 4,
+  loom_auth_tag(secret, LOOM_ROOT_LABEL_ERROR, 'a', auth->challenge, auth->nonce, body, len + 4,
                 tag);
   struct loom_frame_hdr h = {.type = LOOM_FRAME_ERROR, .len = (uint32_t)(len + 4 + sizeof tag)};
   loom_frame_hdr_encode(&h, hdr);
@@ -125,7 +125,7 @@ static void send_placement(struct root_state *st, const struct host_groups *g, i
   loom_placement_encode(&p, frame + LOOM_FRAME_HDR_BYTES);
   uint8_t digest[LOOM_SHA256_BYTES];
   loom_sha256(frame + LOOM_FRAME_HDR_BYTES, bytes, digest);
-  loom_auth_tag(st->secret, ROOT_LABEL "/placement", 'a', st->rank_auth[r].challenge,
+  loom_auth_tag(st->secret, LOOM_ROOT_LABEL_PLACEMENT, 'a', st->rank_auth[r].challenge,
                 st->rank_auth[r].nonce, digest, sizeof digest,
                 frame + LOOM_FRAME_HDR_BYTES + bytes);
   char what[64];
@@ -141,7 +141,7 @@ static void send_ack(struct root_state *st, int r) {
   struct loom_frame_hdr h = {.type = LOOM_FRAME_ACK, .len = LOOM_AUTH_TAG_BYTES};
   loom_frame_hdr_encode(&h, frame);
   static const uint8_t nothing[1];
-  loom_auth_tag(st->secret, ROOT_LABEL "/ack", 'a', st->rank_auth[r].challenge,
+  loom_auth_tag(st->secret, LOOM_ROOT_LABEL_ACK, 'a', st->rank_auth[r].challenge,
                 st->rank_auth[r].nonce, nothing, 0, frame + LOOM_FRAME_HDR_BYTES);
   char what[64];
   snprintf(what, sizeof what, "rank %d (neighbour's answer)", r);

@@ -27,6 +27,14 @@ void loom_id_encode(const struct loom_id_fields *f, loomUniqueId *id);
 /* 0 on success, -1 when `id` is not a Loom id (bad magic/version/family). */
 int loom_id_decode(const loomUniqueId *id, struct loom_id_fields *f);
 
+/* ---- what the root and a rank tag with the secret (net/auth.h labels):
+ * the rank's proof with its hello, and the root's answers; both sides
+ * must use the same, so they live here ---- */
+#define LOOM_ROOT_LABEL "loom/root"
+#define LOOM_ROOT_LABEL_ERROR LOOM_ROOT_LABEL "/error"
+#define LOOM_ROOT_LABEL_PLACEMENT LOOM_ROOT_LABEL "/placement"
+#define LOOM_ROOT_LABEL_ACK LOOM_ROOT_LABEL "/ack"
+
 /* ---- frames: every bootstrap message starts with this header ---- */
 #define LOOM_FRAME_MAGIC 0x4c4d4231u /* "LMB1" */
 #define LOOM_FRAME_HDR_BYTES 12

@@ -255,7 +255,7 @@ static void stray_connections(void) {
       loom_auth_challenge_decode(raw, challenge) != 0)
     FAIL("the root sent no challenge");
   memset(proof, 3, LOOM_AUTH_NONCE_BYTES);
-  loom_auth_tag(bad_secret, "loom/root", 'c', challenge, proof, hello, sizeof hello,
+  loom_auth_tag(bad_secret, LOOM_ROOT_LABEL, 'c', challenge, proof, hello, sizeof hello,
                 proof + LOOM_AUTH_NONCE_BYTES);
   if (write(wrong, proof, sizeof proof) != (ssize_t)sizeof proof ||
       write(wrong, hello, sizeof hello) != (ssize_t)sizeof hello)

@@ -10,6 +10,11 @@
 # time, -n 2000 -w 200).  ROUNDS (default 5) rounds; COLLS (default
 # "allreduce broadcast").  Prints per collective and size the median and
 # min-max of each, and the ratios of medians after/before and after/MPI.
+#
+# BEFORE_ENV and AFTER_ENV (default empty) are VAR=VALUE words set for
+# that side only, so one build can be compared with itself under two
+# settings: the flight recorder's cost is
+#   BEFORE_ENV=LOOM_TRACE_BUFFER=0 bench/ab-small.sh build build
 set -u
 BEFORE=$1
 AFTER=$2
@@ -20,9 +25,11 @@ SWEEP=${SWEEP:-"-b 8 -e 1K -f 8 -n 2000 -w 200"}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-loom_run() { # BUILD COLL -> "size time" lines
-  "$1/tools/loomrun" --timeout 120 -n 2 "$1/bench/loom-perf" -C "$2" $SWEEP --csv - 2>/dev/null |
-    sed 's/^\[[0-9]*\] //' | awk -F, '$1 == "'"$2"'" { print $6, $8 }'
+loom_run() { # BUILD COLL [VAR=VALUE...] -> "size time" lines
+  build=$1 coll=$2
+  shift 2
+  env "$@" "$build/tools/loomrun" --timeout 120 -n 2 "$build/bench/loom-perf" -C "$coll" $SWEEP --csv - 2>/dev/null |
+    sed 's/^\[[0-9]*\] //' | awk -F, '$1 == "'"$coll"'" { print $6, $8 }'
 }
 mpi_run() {
   $MPIRUN -np 2 "$AFTER/bench/mpi-perf" $SWEEP 2>/dev/null |
@@ -31,8 +38,8 @@ mpi_run() {
 
 for r in $(seq "$ROUNDS"); do
   for c in $COLLS; do
-    loom_run "$BEFORE" "$c" | sed "s/^/$c before /" >>"$tmp/all"
-    loom_run "$AFTER" "$c" | sed "s/^/$c after /" >>"$tmp/all"
+    loom_run "$BEFORE" "$c" ${BEFORE_ENV:-} | sed "s/^/$c before /" >>"$tmp/all"
+    loom_run "$AFTER" "$c" ${AFTER_ENV:-} | sed "s/^/$c after /" >>"$tmp/all"
     if [ "$c" = allreduce ] && [ -x "$AFTER/bench/mpi-perf" ]; then
       mpi_run | sed "s/^/$c mpi /" >>"$tmp/all"
     fi
@@ -41,7 +48,7 @@ for r in $(seq "$ROUNDS"); do
 done
 
 echo "# $(hostname), $(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC'); $ROUNDS interleaved rounds"
-echo "# 2 ranks, out-of-place time in us: median [min-max]"
+echo "# 2 ranks, out-of-place time in us: median [min-max]; before: $BEFORE ${BEFORE_ENV:-}, after: $AFTER ${AFTER_ENV:-}"
 printf "%-10s %10s  %-22s %-22s %-22s %12s %12s\n" coll bytes before after openmpi aft/bef aft/mpi
 awk -v whos="before after mpi" -v ratios="after/before after/mpi" -f "$(dirname "$0")/median-table.awk" \
   "$tmp/all" | sort -k1,1 -k2,2n

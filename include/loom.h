@@ -251,6 +251,19 @@ typedef void (*loomStragglerCallback_t)(loomComm_t comm, int lateRank, const cha
 LOOM_API loomResult_t loomCommSetStragglerCallback(loomComm_t comm,
                                                    loomStragglerCallback_t fn, void *arg);
 
+/* The flight recorder.  Each communicator keeps its last LOOM_TRACE_BUFFER
+ * calls (default 2000; 0 turns it off): arguments, algorithm, peers and
+ * bytes per peer, state (queued, started, finished, failed) and times.  A
+ * communicator that fails or is aborted dumps it once (LOOM_DUMP_ON_ERROR)
+ * into LOOM_TRACE_DUMP_DIR; loomCommDump writes it now, as JSON, to path,
+ * or with path NULL to LOOM_TRACE_DUMP_DIR/loom-trace.<comm>.<rank>.json.
+ * Any thread may call it, even while a collective runs.  The loom-trace
+ * tool merges every rank's dump into a verdict (docs/debugging.md).
+ * loomInvalidUsage when the recorder is off; loomInvalidArgument when path
+ * is NULL and LOOM_TRACE_DUMP_DIR unset; loomSystemError when the file
+ * cannot be written. */
+LOOM_API loomResult_t loomCommDump(loomComm_t comm, const char *path);
+
 LOOM_API loomResult_t loomCommCount(const loomComm_t comm, int *count);
 LOOM_API loomResult_t loomCommUserRank(const loomComm_t comm, int *rank);
 

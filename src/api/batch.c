@@ -10,6 +10,7 @@
 #include "api/ipc_coll.h"
 #include "core/error.h"
 #include "device/stage.h"
+#include "trace/trace.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -52,21 +53,32 @@ static loomResult_t batch_post_next(struct loom_batch *b, int *posted) {
       b->next++;
       if ((b->ipc = malloc(sizeof *b->ipc)) == NULL)
         return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (device IPC)");
+      b->ipc_call = (int)(c - b->calls);
+      loom_trace_started(comm->trace, c->trace_id, "device IPC", 0, 1, NULL, 0);
       return loom_ipc_begin(comm, c, b->ipc, &b->posted);
     }
     int left = b->ncalls - b->next;
     int span = left > 1 ? loom_bucket_span(c, left, comm->bucket_bytes) : 1;
     b->next += span;
+    b->task_first = (int)(c - b->calls);
+    b->task_n = span;
     if (span == 1)
       return loom_post_call(comm, c, c->coll, &b->posted);
     struct loom_call fused;
     LOOM_CHECK(loom_bucket_pack(comm, c, span, &fused, &b->unpack));
+    fused.trace_id = 0; /* its calls are recorded, not the bucket */
     b->bucket_first = (int)(c - b->calls);
     b->bucket_n = span;
-    return loom_post_call(comm, &fused, fused.coll, &b->posted);
+    loomResult_t res = loom_post_call(comm, &fused, fused.coll, &b->posted);
+    /* number calls, not tasks: a mismatch message's #N is the call's number
+     * in the flight recorder */
+    comm->coll_seq += (unsigned)span - 1;
+    loom_calls_trace_started(comm, c, span, &b->posted);
+    return res;
   }
   if (b->np2p > 0 && !b->p2p_posted) {
     b->p2p_posted = 1;
+    b->task_p2p = 1;
     return loom_post_sendrecv(comm, b->calls, b->p2p, b->np2p, &b->posted);
   }
   *posted = 0;
@@ -74,8 +86,18 @@ static loomResult_t batch_post_next(struct loom_batch *b, int *posted) {
 }
 
 /* The task in flight ended with `res`: its bucket's results go out. */
+/* The flight recorder: the calls of the task in flight ended with res. */
+static void trace_task_ended(struct loom_batch *b, loomResult_t res) {
+  if (b->task_p2p)
+    for (int k = 0; k < b->np2p; k++)
+      loom_calls_trace_ended(b->comm, &b->calls[b->p2p[k]], 1, res);
+  loom_calls_trace_ended(b->comm, b->calls + b->task_first, b->task_n, res);
+  b->task_n = b->task_p2p = 0;
+}
+
 static void batch_task_ended(struct loom_batch *b, loomResult_t res) {
   loom_posted_release(&b->posted);
+  trace_task_ended(b, res);
   if (res != loomSuccess) {
     b->intact = b->res == loomSuccess && loom_engine_left_intact(&b->comm->engine);
     batch_fail(b, res);
@@ -88,6 +110,7 @@ static void batch_task_ended(struct loom_batch *b, loomResult_t res) {
 static void batch_ipc_done(struct loom_batch *b) {
   if (b->ipc == NULL)
     return;
+  loom_calls_trace_ended(b->comm, &b->calls[b->ipc_call], 1, b->res);
   loom_ipc_end(b->ipc);
   free(b->ipc);
   b->ipc = NULL;
@@ -148,6 +171,7 @@ static int batch_next(void *arg, int i, loomResult_t ended) {
     batch_fail(b, res);
   if (posted && res == loomSuccess)
     return 1;
+  trace_task_ended(b, b->res); /* a task that failed as it was posted */
   loom_posted_release(&b->posted);
   batch_close(b);
   return 0;
@@ -188,6 +212,7 @@ static void batch_reset(struct loom_batch *b) {
   b->unpack = b->bucket_first = b->bucket_n = 0;
   b->posted.user_bufs = NULL;
   b->ipc = NULL;
+  b->task_n = b->task_p2p = 0;
   b->res = loomSuccess;
   b->intact = 0;
 }
@@ -235,6 +260,7 @@ static loomResult_t execute_single(loomComm_t comm, const struct loom_call *c) {
     res = loom_execute_ensure_steps(comm, LOOM_SCHED_MAX_STEPS(comm->nranks));
   if (res == loomSuccess && (res = loom_post_call(comm, c, c->coll, &p)) == loomSuccess)
     res = loom_engine_wait(&comm->engine);
+  loom_calls_trace_ended(comm, c, 1, res);
   /* as batch_close */
   if (res != loomSuccess && res != loomInvalidArgument && atomic_load_explicit(&comm->async_error, memory_order_acquire) == loomSuccess)
     loom_comm_set_broken(comm, res);

@@ -83,6 +83,7 @@ struct loomComm {
   /* for a non-blocking init: the ids (one per bootstrap root) */
   loomUniqueId *init_ids;
   int init_nids;
+  struct loom_trace *trace; /* the flight recorder (trace/trace.h); NULL when off */
 };
 
 /* Checks a comm handle and that the communicator can run a collective. */
@@ -115,5 +116,16 @@ void loom_comm_topo_report(loomComm_t comm);
 void loom_comm_task_begin(loomComm_t comm);
 void loom_comm_task_end(loomComm_t comm);
 void loom_comm_wait_tasks(loomComm_t comm);
+/* comm_trace.c: the flight recorder.  Opened at the end of init (NULL
+ * when LOOM_TRACE_BUFFER=0). */
+void loom_comm_trace_open(loomComm_t comm);
+/* The communicator failed with res (or is aborted: reason "abort"): its
+ * one dump on error (LOOM_DUMP_ON_ERROR), into LOOM_TRACE_DUMP_DIR or, when
+ * unset, the last calls in a WARN.  reason NULL: from res. */
+void loom_comm_trace_failed(loomComm_t comm, loomResult_t res, const char *reason);
+/* A communicator call (LOOM_TRACE_SPLIT, LOOM_TRACE_FINALIZE) started and
+ * ended, recorded like a collective. */
+uint64_t loom_comm_trace_op(loomComm_t comm, int kind);
+void loom_comm_trace_op_ended(loomComm_t comm, uint64_t id, loomResult_t res);
 
 #endif

@@ -154,6 +154,9 @@ loomResult_t loom_post_call(loomComm_t comm, const struct loom_call *c, int fp_c
   LOOM_TRACE(LOOM_LOG_COLL, "%s count %zu %s: %s%s, %d steps", p->eop.name, count,
              loom_datatype_name(dt), algo, p->sched.slice_bytes != 0 ? " (LL)" : "",
              p->sched.nsteps);
+  p->algo = algo;
+  if (c->trace_id != 0)
+    loom_calls_trace_started(comm, c, 1, p);
   return loom_engine_post(&comm->engine, &p->eop);
 }
 
@@ -242,6 +245,8 @@ loomResult_t loom_post_sendrecv(loomComm_t comm, const struct loom_call *calls, 
                                    .any_step = any_step,
                                    .source = source};
   loom_fp_make(p->eop.fp, LOOM_COLL_SENDRECV, loomUint8, LOOM_FP_NO_OP, LOOM_FP_NO_ROOT, 0, 0);
+  p->algo = "p2p";
+  loom_p2p_trace_started(comm, calls, idx, m);
   return loom_engine_post(&comm->engine, &p->eop);
 }
 

@@ -3,6 +3,7 @@
  * finalize, destroy, abort, and the small queries.
  */
 #include "api/comm.h"
+#include "trace/trace.h"
 #include "api/ipc_coll.h"
 #include "api/task.h"
 #include "core/config.h"
@@ -97,6 +98,8 @@ loomResult_t loom_comm_check_usable(loomComm_t comm, const char *fn) {
 void loom_comm_set_broken(loomComm_t comm, loomResult_t res) {
   snprintf(comm->async_text, sizeof comm->async_text, "%s", loom_last_error());
   atomic_store_explicit(&comm->async_error, (int)res, memory_order_release);
+  if (res != loomSuccess && res != loomInProgress)
+    loom_comm_trace_failed(comm, res, NULL);
 }
 
 loomResult_t loom_comm_grow(void **buf, size_t *cap, size_t bytes) {
@@ -192,6 +195,7 @@ static loomResult_t comm_setup(loomComm_t comm) {
   e->chunk_bytes = (size_t)loom_param_int(LOOM_PARAM_CHUNK_BYTES);
   LOOM_CHECK(loom_engine_init(e));
   loom_comm_topo_report(comm);
+  loom_comm_trace_open(comm);
   uint64_t t_end = loom_now_ns();
   LOOM_INFO(LOOM_LOG_INIT,
             "comm %s: rank %d of %d ready in %.1f ms (transport %s, timeout %d ms, "
@@ -265,6 +269,7 @@ static loomResult_t read_algo(const loomConfig_t *config, unsigned algo[LOOM_COL
 }
 
 static void comm_free(loomComm_t comm) {
+  loom_trace_free(comm->trace);
   loom_ipc_state_free(comm);
   if (comm->engine.tp != NULL && comm->engine.tp_ctx != NULL)
     comm->engine.tp->fini(comm->engine.tp_ctx);
@@ -435,6 +440,7 @@ loomResult_t loomCommFinalize(loomComm_t comm) {
   LOOM_CHECK(loom_comm_check_usable(comm, "loomCommFinalize"));
   pthread_mutex_lock(&comm->op_lock);
   loom_log_set_rank(comm->rank);
+  uint64_t trace_id = loom_comm_trace_op(comm, LOOM_TRACE_FINALIZE);
   /* First over the data connections, fingerprinted, so that a rank still
    * in a collective names this call instead of waiting on the bootstrap
    * ring; then the ring barrier, so that no rank exits (closing its
@@ -442,6 +448,7 @@ loomResult_t loomCommFinalize(loomComm_t comm) {
   loomResult_t res = loom_execute_fence(comm, LOOM_FP_FINALIZE);
   if (res == loomSuccess)
     res = loom_bootstrap_barrier(comm->bs);
+  loom_comm_trace_op_ended(comm, trace_id, res);
   if (res == loomSuccess)
     comm->finalized = 1;
   else
@@ -478,6 +485,7 @@ loomResult_t loomCommAbort(loomComm_t comm) {
   /* Waits for a collective running in another thread to notice the flag. */
   pthread_mutex_lock(&comm->op_lock);
   pthread_mutex_unlock(&comm->op_lock);
+  loom_comm_trace_failed(comm, loomRemoteError, "abort");
   if (comm->bs != NULL) {
     struct loom_notice nt = {
         .suspect = comm->rank, .reporter = comm->rank, .kind = LOOM_NOTICE_ABORT};

@@ -5,6 +5,7 @@
  * clique in this process, one thread each).
  */
 #include "api/comm.h"
+#include "trace/trace.h"
 #include "api/task.h"
 #include "engine/fingerprint.h"
 #include "core/error.h"
@@ -80,9 +81,11 @@ loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t *newc
   pthread_mutex_lock(&comm->op_lock);
   int newrank = -1, newn = 0;
   loomUniqueId id;
+  uint64_t trace_id = loom_comm_trace_op(comm, LOOM_TRACE_SPLIT);
   loomResult_t res = loom_execute_fence(comm, LOOM_FP_SPLIT);
   if (res == loomSuccess)
     res = agree(comm, color < 0 ? -1 : color, key, &newrank, &newn, &id);
+  loom_comm_trace_op_ended(comm, trace_id, res);
   if (res != loomSuccess)
     loom_comm_set_broken(comm, res);
   pthread_mutex_unlock(&comm->op_lock);

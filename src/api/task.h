@@ -36,7 +36,20 @@ struct loom_call {
    * to recvbuff, and the device holding them (loomDeviceHost when none) */
   size_t send_bytes, recv_bytes;
   loomDevice_t device;
+  uint64_t trace_id; /* its flight-recorder entry (comm_trace.c); 0: none */
 };
+
+struct loom_posted;
+/* comm_trace.c: the flight recorder's view of calls.  loom_call_trace
+ * records an issued call (sets c->trace_id); the others mark calls whose
+ * task was posted (p's plan; a bucket's calls share it) or ended. */
+void loom_call_trace(struct loom_call *c);
+void loom_calls_trace_started(loomComm_t comm, const struct loom_call *calls, int n,
+                              const struct loom_posted *p);
+void loom_p2p_trace_started(loomComm_t comm, const struct loom_call *calls, const int *idx,
+                            int m);
+void loom_calls_trace_ended(loomComm_t comm, const struct loom_call *calls, int n,
+                            loomResult_t res);
 
 /* Frees what a call owns (the all-to-all-v arrays). */
 void loom_call_free(struct loom_call *c);
@@ -56,6 +69,7 @@ struct loom_posted {
   void *bufs[LOOM_BUF_USER];
   void **user_bufs;            /* a send/recv batch's buffers (owned) */
   unsigned char barrier_byte;  /* a barrier's one-byte all-reduce */
+  const char *algo;            /* the plan's algorithm, for the flight recorder */
 };
 
 /* execute.c: plans call c (not SENDRECV) and posts it on the
@@ -98,6 +112,10 @@ struct loom_batch {
   int *p2p, np2p;                  /* indices of the sends and receives */
   int unpack, bucket_first, bucket_n; /* the bucket in flight, copied out at its end */
   struct loom_ipc_run *ipc;           /* a call in flight through device IPC (ipc_coll.h) */
+  int ipc_call;                       /* its index */
+  /* the calls of the task in flight, for the flight recorder: [task_first,
+   * task_first + task_n), or the sends and receives (task_p2p) */
+  int task_first, task_n, task_p2p;
   struct loom_posted posted;
   loomResult_t res;
   int intact;       /* res came from a task that left the communicator as it was */

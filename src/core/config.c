@@ -374,6 +374,38 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          .help = "milliseconds a collective may wait for a late rank before every waiting "
                  "rank logs one WARN naming it (the rank upstream on the bootstrap ring "
                  "that has not joined the call), the call and its number; 0 = never"},
+    [LOOM_PARAM_TRACE_BUFFER] =
+        {.name = "LOOM_TRACE_BUFFER",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = "2000",
+         .min = 0,
+         .max = 1 << 20,
+         .help = "calls the flight recorder keeps per communicator (each one's arguments, "
+                 "algorithm, peers, state and times; docs/debugging.md); 0 = off"},
+    [LOOM_PARAM_TRACE_DUMP_DIR] =
+        {.name = "LOOM_TRACE_DUMP_DIR",
+         .type = LOOM_PARAM_T_STRING,
+         .default_value = NULL,
+         .help = "directory the flight recorder's dumps go to, one JSON file per rank and "
+                 "communicator (loom-trace.<comm>.<rank>.json); read them with loom-trace DIR. "
+                 "Unset: a failure prints the last calls in the WARN instead"},
+    [LOOM_PARAM_DUMP_ON_ERROR] =
+        {.name = "LOOM_DUMP_ON_ERROR",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = "1",
+         .min = 0,
+         .max = 1,
+         .help = "1: a communicator that fails (timeout, remote error, mismatch) or is "
+                 "aborted dumps its flight recorder once; 0: only loomCommDump does"},
+    [LOOM_PARAM_DUMP_ON_SIGNAL] =
+        {.name = "LOOM_DUMP_ON_SIGNAL",
+         .type = LOOM_PARAM_T_INT,
+         .default_value = "0",
+         .min = 0,
+         .max = 1,
+         .help = "1: handlers for SIGSEGV, SIGBUS, SIGFPE, SIGILL and SIGABRT dump every "
+                 "communicator's recorder into LOOM_TRACE_DUMP_DIR, then pass the signal to "
+                 "the handler that was there before; 0: Loom catches no signal"},
 };
 
 struct param_value {

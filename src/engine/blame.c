@@ -239,5 +239,6 @@ loomResult_t loom_engine_fail(struct loom_engine_task *r, struct loom_notice nt,
   free(g.waits_on);
   if (!sent)
     loom_bootstrap_send_notice(e->bs, &nt);
+  e->blamed = nt.suspect;
   return report(r, &nt, detail);
 }

@@ -59,6 +59,7 @@ struct loom_engine {
   /* the fingerprint of the last collective that completed here: a peer's
    * message left over from that call is reported against it */
   uint64_t last_fp[2];
+  int blamed; /* the rank the last failed task blamed (-1: none), for the flight recorder */
   size_t step_base_cap;
   int probe_from;                /* where the next receive from any rank starts looking */
   struct loom_engine_task *task; /* the collective in flight (done when none) */

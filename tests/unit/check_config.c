@@ -388,6 +388,10 @@ START_TEST(table_order) {
       {LOOM_PARAM_SIM_DELAY_US, "LOOM_SIM_DELAY_US"},
       {LOOM_PARAM_DEVICE_IPC, "LOOM_DEVICE_IPC"},
       {LOOM_PARAM_STRAGGLER_WARN_MS, "LOOM_STRAGGLER_WARN_MS"},
+      {LOOM_PARAM_TRACE_BUFFER, "LOOM_TRACE_BUFFER"},
+      {LOOM_PARAM_TRACE_DUMP_DIR, "LOOM_TRACE_DUMP_DIR"},
+      {LOOM_PARAM_DUMP_ON_ERROR, "LOOM_DUMP_ON_ERROR"},
+      {LOOM_PARAM_DUMP_ON_SIGNAL, "LOOM_DUMP_ON_SIGNAL"},
   };
   ck_assert_int_eq(sizeof expect / sizeof expect[0], LOOM_PARAM_COUNT);
   const struct loom_param_info *t = loom_param_table();

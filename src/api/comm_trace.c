@@ -1,0 +1,171 @@
+/*
+ * comm_trace.c — the communicator's side of the flight recorder
+ * (trace/trace.h): opens it at init, records calls as they are issued,
+ * started and ended, dumps it when the communicator fails or is aborted,
+ * and loomCommDump.
+ */
+#include "api/comm.h"
+#include "api/task.h"
+#include "core/config.h"
+#include "core/error.h"
+#include "device/reduce.h"
+#include "trace/trace.h"
+
+#include <errno.h>
+#include <string.h>
+
+void loom_comm_trace_open(loomComm_t comm) {
+  const uint8_t *secret = loom_bootstrap_secret(comm->bs);
+  comm->trace = loom_trace_create((int)loom_param_int(LOOM_PARAM_TRACE_BUFFER), secret,
+                                  LOOM_SECRET_BYTES, comm->name, comm->rank, comm->nranks);
+}
+
+void loom_call_trace(struct loom_call *c) {
+  struct loom_trace *t = c->comm->trace;
+  if (t == NULL) {
+    c->trace_id = 0;
+    return;
+  }
+  int reduction = c->coll == LOOM_COLL_ALLREDUCE || c->coll == LOOM_COLL_REDUCE ||
+                  c->coll == LOOM_COLL_REDUCESCATTER;
+  struct loom_trace_call tc = {
+      .coll = c->coll,
+      .datatype = c->coll == LOOM_COLL_BARRIER ? -1 : (int)c->datatype,
+      .op = reduction ? (int)c->op : -1,
+      .root = c->root,
+      .is_send = c->is_send,
+      .count = c->coll == LOOM_COLL_BARRIER ? 0 : c->count,
+      .device = (int)c->device,
+      .on_stream = c->stream != NULL,
+  };
+  c->trace_id = loom_trace_record(t, &tc, 0);
+}
+
+void loom_calls_trace_started(loomComm_t comm, const struct loom_call *calls, int n,
+                              const struct loom_posted *p) {
+  if (comm->trace == NULL)
+    return;
+  size_t esize = loom_datatype_size(p->eop.datatype);
+  for (int i = 0; i < n; i++)
+    loom_trace_started(comm->trace, calls[i].trace_id, p->algo, p->sched.slice_bytes != 0, n,
+                       &p->sched, esize);
+}
+
+void loom_p2p_trace_started(loomComm_t comm, const struct loom_call *calls, const int *idx,
+                            int m) {
+  if (comm->trace == NULL)
+    return;
+  for (int j = 0; j < m; j++) {
+    const struct loom_call *c = &calls[idx[j]];
+    /* one step of this call alone: its peer and bytes */
+    struct loom_step st = {.send_peer = -1, .recv_peer = -1};
+    size_t bytes = c->count * loom_datatype_size(c->datatype);
+    if (c->is_send) {
+      st.send_peer = c->root;
+      st.send_count = bytes;
+    } else {
+      st.recv_peer = c->root;
+      st.recv_count = bytes;
+    }
+    struct loom_schedule one = {.nsteps = 1, .cap = 1, .steps = &st};
+    loom_trace_started(comm->trace, c->trace_id, "p2p", 0, m, &one, 1);
+  }
+}
+
+void loom_calls_trace_ended(loomComm_t comm, const struct loom_call *calls, int n,
+                            loomResult_t res) {
+  for (int i = 0; i < n && comm->trace != NULL; i++)
+    loom_trace_ended(comm->trace, calls[i].trace_id, res, comm->engine.blamed);
+}
+
+uint64_t loom_comm_trace_op(loomComm_t comm, int kind) {
+  struct loom_trace_call tc = {.coll = kind, .datatype = -1, .op = -1, .root = -1};
+  return loom_trace_record(comm->trace, &tc, 1);
+}
+
+void loom_comm_trace_op_ended(loomComm_t comm, uint64_t id, loomResult_t res) {
+  loom_trace_ended(comm->trace, id, res, comm->engine.blamed);
+}
+
+static const char *reason_of(loomResult_t res) {
+  switch (res) {
+  case loomTimeout:
+    return "timeout";
+  case loomRemoteError:
+    return "remote error";
+  case loomInvalidUsage:
+    return "invalid usage";
+  default:
+    return loomGetErrorString(res);
+  }
+}
+
+/* Without a dump directory: the last few calls in the log. */
+static void warn_recent(const struct loom_trace *t, const char *reason) {
+  uint64_t counts = atomic_load(&t->counts);
+  uint64_t total = (counts & 0xffffffffu) + (counts >> 32);
+  char lines[1024] = "";
+  size_t used = 0;
+  for (uint64_t i = total > 4 ? total - 4 : 0; i < total && used < sizeof lines; i++) {
+    const struct loom_trace_entry *en = &t->entries[i % (uint64_t)t->cap];
+    static const char *const states[] = {"queued", "started", "finished", "failed"};
+    int state = atomic_load(&en->state) & 3;
+    int k = snprintf(lines + used, sizeof lines - used, "\n  %s %s#%llu count %llu: %s",
+                     en->call.coll == LOOM_TRACE_SPLIT      ? "commSplit"
+                     : en->call.coll == LOOM_TRACE_FINALIZE ? "commFinalize"
+                                                            : loom_coll_name(en->call.coll),
+                     en->call.coll == LOOM_COLL_SENDRECV ? "p2p " : "",
+                     (unsigned long long)en->seq, (unsigned long long)en->call.count,
+                     states[state]);
+    used += k > 0 ? (size_t)k : 0;
+  }
+  LOOM_WARN(LOOM_LOG_COLL,
+            "flight recorder (%s): comm %s rank %d, last calls:%s\n  (set LOOM_TRACE_DUMP_DIR for "
+            "the whole record as JSON, and read every rank's with loom-trace)",
+            reason, t->comm_id, t->rank, lines);
+}
+
+void loom_comm_trace_failed(loomComm_t comm, loomResult_t res, const char *reason) {
+  struct loom_trace *t = comm->trace;
+  if (t == NULL || loom_param_int(LOOM_PARAM_DUMP_ON_ERROR) == 0 ||
+      atomic_exchange(&t->dumped, 1) != 0)
+    return;
+  if (reason == NULL)
+    reason = reason_of(res);
+  const char *dir = loom_param_str(LOOM_PARAM_TRACE_DUMP_DIR);
+  if (dir == NULL || dir[0] == '\0') {
+    warn_recent(t, reason);
+    return;
+  }
+  char path[1200];
+  if (loom_trace_dump(t, NULL, dir, reason, comm->async_text, path, sizeof path) != 0)
+    LOOM_WARN(LOOM_LOG_COLL, "flight recorder: cannot write %s: %s", path, strerror(errno));
+  else
+    LOOM_INFO(LOOM_LOG_COLL, "flight recorder: %s written (%s)", path, reason);
+}
+
+loomResult_t loomCommDump(loomComm_t comm, const char *path) {
+  static const char fn[] = "loomCommDump";
+  if (comm == NULL || comm->magic != LOOM_COMM_MAGIC)
+    return loom_error(loomInvalidArgument, LOOM_LOG_COLL,
+                      "%s: comm is %s", fn, comm == NULL ? "NULL" : "not a live communicator");
+  if (atomic_load(&comm->async_error) == loomInProgress)
+    return loom_error(loomInvalidUsage, LOOM_LOG_COLL, "%s: rank %d: the communicator is still "
+                      "initialising", fn, comm->rank);
+  if (comm->trace == NULL)
+    return loom_error(loomInvalidUsage, LOOM_LOG_COLL,
+                      "%s: rank %d: the flight recorder is off (LOOM_TRACE_BUFFER=0)", fn,
+                      comm->rank);
+  const char *dir = loom_param_str(LOOM_PARAM_TRACE_DUMP_DIR);
+  if (path == NULL && (dir == NULL || dir[0] == '\0'))
+    return loom_error(loomInvalidArgument, LOOM_LOG_COLL,
+                      "%s: path is NULL and LOOM_TRACE_DUMP_DIR is not set: give a file or a "
+                      "directory to write to", fn);
+  char written[1200];
+  int broken = atomic_load(&comm->async_error) != loomSuccess;
+  if (loom_trace_dump(comm->trace, path, dir, "request", broken ? comm->async_text : NULL,
+                      written, sizeof written) != 0)
+    return loom_error(loomSystemError, LOOM_LOG_COLL, "%s: rank %d: cannot write %s: %s", fn,
+                      comm->rank, written, strerror(errno));
+  return loomSuccess;
+}

@@ -1,0 +1,305 @@
+/*
+ * dump.c — the flight recorder's ring as JSON (docs/debugging.md gives
+ * its fields).  Written with write(2) through a stack buffer and no
+ * allocation or stdio, so a fatal signal's handler can call it.
+ */
+#include "trace/trace.h"
+
+#include "core/coll.h"
+#include "device/reduce.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct out {
+  int fd, failed;
+  size_t n;
+  char buf[4096];
+};
+
+static void flush(struct out *o) {
+  size_t off = 0;
+  while (off < o->n && !o->failed) {
+    ssize_t k = write(o->fd, o->buf + off, o->n - off);
+    if (k < 0 && errno == EINTR)
+      continue;
+    if (k <= 0)
+      o->failed = 1;
+    else
+      off += (size_t)k;
+  }
+  o->n = 0;
+}
+
+static void put_raw(struct out *o, const char *s, size_t len) {
+  for (size_t i = 0; i < len; i++) {
+    if (o->n == sizeof o->buf)
+      flush(o);
+    o->buf[o->n++] = s[i];
+  }
+}
+
+static void put(struct out *o, const char *s) { put_raw(o, s, strlen(s)); }
+
+static void put_u64(struct out *o, uint64_t v) {
+  char d[24];
+  int i = (int)sizeof d;
+  do {
+    d[--i] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v != 0);
+  put_raw(o, d + i, sizeof d - (size_t)i);
+}
+
+static void put_int(struct out *o, int64_t v) {
+  if (v < 0) {
+    put(o, "-");
+    put_u64(o, (uint64_t)0 - (uint64_t)v);
+  } else {
+    put_u64(o, (uint64_t)v);
+  }
+}
+
+/* A JSON string: quotes, backslashes and control bytes escaped. */
+static void put_str(struct out *o, const char *s) {
+  static const char hex[] = "0123456789abcdef";
+  put(o, "\"");
+  for (; s != NULL && *s != '\0'; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\') {
+      char esc[2] = {'\\', (char)ch};
+      put_raw(o, esc, 2);
+    } else if (ch < 0x20) {
+      char esc[6] = {'\\', 'u', '0', '0', hex[ch >> 4], hex[ch & 15]};
+      put_raw(o, esc, 6);
+    } else {
+      put_raw(o, (const char *)&ch, 1);
+    }
+  }
+  put(o, "\"");
+}
+
+static void field_str(struct out *o, const char *key, const char *value) {
+  put(o, "\"");
+  put(o, key);
+  put(o, "\": ");
+  put_str(o, value);
+}
+
+static void field_int(struct out *o, const char *key, int64_t value) {
+  put(o, "\"");
+  put(o, key);
+  put(o, "\": ");
+  put_int(o, value);
+}
+
+static const char *const state_names[] = {"queued", "started", "finished", "failed"};
+
+static const char *coll_text(int coll) {
+  if (coll == LOOM_TRACE_SPLIT)
+    return "commSplit";
+  if (coll == LOOM_TRACE_FINALIZE)
+    return "commFinalize";
+  return loom_coll_name((enum loom_coll)coll);
+}
+
+static void put_peers(struct out *o, const struct loom_trace_entry *en) {
+  put(o, "\"peers\": [");
+  int n = en->npeers < LOOM_TRACE_PEERS ? en->npeers : LOOM_TRACE_PEERS;
+  for (int i = 0; i < n; i++) {
+    put(o, i ? ", {" : "{");
+    field_int(o, "rank", en->peers[i].rank);
+    put(o, ", ");
+    field_int(o, "sent", (int64_t)en->peers[i].sent);
+    put(o, ", ");
+    field_int(o, "received", (int64_t)en->peers[i].received);
+    put(o, "}");
+  }
+  put(o, "]");
+  if (en->other_sent != 0 || en->other_received != 0) {
+    put(o, ", ");
+    field_int(o, "other_peers_sent", (int64_t)en->other_sent);
+    put(o, ", ");
+    field_int(o, "other_peers_received", (int64_t)en->other_received);
+  }
+}
+
+/* The call's arguments: what every rank must agree on. */
+static void put_call(struct out *o, const struct loom_trace_call *c) {
+  field_str(o, "coll", coll_text(c->coll));
+  put(o, ", ");
+  field_int(o, "count", (int64_t)c->count);
+  if (c->datatype >= 0) {
+    put(o, ", ");
+    field_str(o, "datatype", loom_datatype_name((loomDataType_t)c->datatype));
+  }
+  if (c->op >= 0) {
+    put(o, ", ");
+    field_str(o, "op", c->op < loomNumOps ? loom_redop_name((loomRedOp_t)c->op) : "premulsum");
+  }
+  put(o, ", ");
+  field_int(o, c->coll == LOOM_COLL_SENDRECV ? "peer" : "root", c->root);
+  if (c->coll == LOOM_COLL_SENDRECV) {
+    put(o, ", ");
+    field_str(o, "direction", c->is_send ? "send" : "recv");
+  }
+  put(o, ", ");
+  field_int(o, "device", c->device);
+  put(o, ", ");
+  field_int(o, "stream", c->on_stream);
+}
+
+static void put_entry(struct out *o, const struct loom_trace_entry *en, uint64_t id) {
+  int state = atomic_load_explicit(&en->state, memory_order_acquire);
+  put(o, "    {");
+  field_int(o, "id", (int64_t)id);
+  put(o, ", ");
+  field_int(o, "seq", (int64_t)en->seq);
+  put(o, ", ");
+  field_str(o, "kind", en->call.coll == LOOM_COLL_SENDRECV ? "p2p" : "coll");
+  put(o, ", ");
+  put_call(o, &en->call);
+  put(o, ", ");
+  field_str(o, "state", state_names[state & 3]);
+  if (en->algo != NULL && state != LOOM_TRACE_QUEUED) {
+    put(o, ", ");
+    field_str(o, "algo", en->algo);
+    put(o, ", ");
+    field_str(o, "proto", en->ll ? "LL" : "simple");
+    put(o, ", ");
+    field_int(o, "fused", en->fused);
+    put(o, ", ");
+    put_peers(o, en);
+  }
+  if (state == LOOM_TRACE_FAILED) {
+    put(o, ", ");
+    field_str(o, "result", loomGetErrorString(atomic_load(&en->result)));
+    put(o, ", ");
+    field_int(o, "blamed", atomic_load(&en->blamed));
+  }
+  put(o, ", ");
+  field_int(o, "queued_ns", (int64_t)atomic_load(&en->t_queued));
+  put(o, ", ");
+  field_int(o, "started_ns", (int64_t)atomic_load(&en->t_started));
+  put(o, ", ");
+  field_int(o, "ended_ns", (int64_t)atomic_load(&en->t_ended));
+  put(o, "}");
+}
+
+/* Copies entry i when it holds a record that stays put while copied. */
+static int copy_entry(const struct loom_trace *t, uint64_t i, struct loom_trace_entry *copy,
+                      uint64_t *id) {
+  const struct loom_trace_entry *en = &t->entries[i % (uint64_t)t->cap];
+  *id = atomic_load_explicit(&en->id, memory_order_acquire);
+  if (*id == 0 || *id != i + 1)
+    return 0;
+  memcpy((void *)copy, (const void *)en, sizeof *copy);
+  atomic_thread_fence(memory_order_acquire);
+  return atomic_load_explicit(&en->id, memory_order_relaxed) == *id;
+}
+
+static void put_header(struct out *o, const struct loom_trace *t, const char *reason,
+                       const char *error) {
+  struct timespec now, res;
+  clock_gettime(CLOCK_REALTIME, &now);
+  clock_getres(CLOCK_REALTIME_COARSE, &res);
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  put(o, "{\n  ");
+  field_int(o, "loom_trace", 1);
+  put(o, ",\n  ");
+  field_str(o, "comm", t->comm_id);
+  put(o, ", ");
+  field_str(o, "name", t->name);
+  put(o, ", ");
+  field_int(o, "rank", t->rank);
+  put(o, ", ");
+  field_int(o, "nranks", t->nranks);
+  put(o, ",\n  ");
+  field_str(o, "host", host);
+  put(o, ", ");
+  field_int(o, "pid", getpid());
+  put(o, ", ");
+  field_str(o, "reason", reason);
+  put(o, ",\n  ");
+  field_str(o, "error", error != NULL ? error : "");
+  put(o, ",\n  ");
+  field_int(o, "time_ns", (int64_t)now.tv_sec * 1000000000 + now.tv_nsec);
+  put(o, ", ");
+  field_int(o, "clock_resolution_ns", (int64_t)res.tv_sec * 1000000000 + res.tv_nsec);
+  put(o, ", ");
+  field_int(o, "buffer", t->cap);
+  put(o, ", ");
+  uint64_t counts = atomic_load(&t->counts);
+  field_int(o, "recorded", (int64_t)((counts & 0xffffffffu) + (counts >> 32)));
+}
+
+int loom_trace_write(const struct loom_trace *t, int fd, const char *reason, const char *error) {
+  struct out o = {.fd = fd};
+  put_header(&o, t, reason, error);
+  put(&o, ",\n  \"entries\": [\n");
+  uint64_t counts = atomic_load(&t->counts);
+  uint64_t total = (counts & 0xffffffffu) + (counts >> 32);
+  uint64_t first = total > (uint64_t)t->cap ? total - (uint64_t)t->cap : 0;
+  int any = 0;
+  for (uint64_t i = first; i < total; i++) {
+    struct loom_trace_entry copy;
+    uint64_t id;
+    if (!copy_entry(t, i, &copy, &id))
+      continue; /* being rewritten: a newer call is in its slot */
+    if (any)
+      put(&o, ",\n");
+    put_entry(&o, &copy, id);
+    any = 1;
+  }
+  put(&o, "\n  ]\n}\n");
+  flush(&o);
+  return o.failed ? -1 : 0;
+}
+
+/* dir/loom-trace.<comm>.<rank>.json into buf, without stdio. */
+static int dump_path(const struct loom_trace *t, const char *dir, char *buf, size_t len) {
+  struct out o = {.fd = -1};
+  put(&o, dir);
+  put(&o, "/loom-trace.");
+  put(&o, t->comm_id);
+  put(&o, ".");
+  put_int(&o, t->rank);
+  put(&o, ".json");
+  if (o.n >= len)
+    return -1;
+  memcpy(buf, o.buf, o.n);
+  buf[o.n] = '\0';
+  return 0;
+}
+
+int loom_trace_dump(const struct loom_trace *t, const char *path, const char *dir,
+                    const char *reason, const char *error, char *written, size_t len) {
+  if (path == NULL) {
+    if (dir == NULL || dir[0] == '\0') {
+      errno = ENOENT;
+      return -1;
+    }
+    if (dump_path(t, dir, written, len) != 0) {
+      errno = ENAMETOOLONG;
+      return -1;
+    }
+    path = written;
+  } else if (written != NULL && len > 0) {
+    size_t n = strlen(path) < len - 1 ? strlen(path) : len - 1;
+    memcpy(written, path, n);
+    written[n] = '\0';
+  }
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return -1;
+  int rc = loom_trace_write(t, fd, reason, error);
+  int saved = errno;
+  if (close(fd) != 0 && rc == 0)
+    return -1;
+  errno = saved;
+  return rc;
+}

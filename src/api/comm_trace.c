@@ -20,7 +20,7 @@ void loom_comm_trace_open(loomComm_t comm) {
                                   LOOM_SECRET_BYTES, comm->name, comm->rank, comm->nranks);
 }
 
-void loom_call_trace(struct loom_call *c) {
+void loom_call_trace(struct loom_call *c, int deferred) {
   struct loom_trace *t = c->comm->trace;
   if (t == NULL) {
     c->trace_id = 0;
@@ -29,14 +29,15 @@ void loom_call_trace(struct loom_call *c) {
   int reduction = c->coll == LOOM_COLL_ALLREDUCE || c->coll == LOOM_COLL_REDUCE ||
                   c->coll == LOOM_COLL_REDUCESCATTER;
   struct loom_trace_call tc = {
-      .coll = c->coll,
-      .datatype = c->coll == LOOM_COLL_BARRIER ? -1 : (int)c->datatype,
-      .op = reduction ? (int)c->op : -1,
+      .coll = (int16_t)c->coll,
+      .datatype = (int8_t)(c->coll == LOOM_COLL_BARRIER ? -1 : (int)c->datatype),
+      .op = (int16_t)(reduction ? (int)c->op : -1),
       .root = c->root,
-      .is_send = c->is_send,
+      .is_send = (uint8_t)(c->is_send != 0),
       .count = c->coll == LOOM_COLL_BARRIER ? 0 : c->count,
-      .device = (int)c->device,
+      .device = (int8_t)c->device,
       .on_stream = c->stream != NULL,
+      .deferred = (uint8_t)(deferred || c->stream != NULL),
   };
   c->trace_id = loom_trace_record(t, &tc, 0);
 }
@@ -79,7 +80,7 @@ void loom_calls_trace_ended(loomComm_t comm, const struct loom_call *calls, int 
 }
 
 uint64_t loom_comm_trace_op(loomComm_t comm, int kind) {
-  struct loom_trace_call tc = {.coll = kind, .datatype = -1, .op = -1, .root = -1};
+  struct loom_trace_call tc = {.coll = (int16_t)kind, .datatype = -1, .op = -1, .root = -1};
   return loom_trace_record(comm->trace, &tc, 1);
 }
 
@@ -107,7 +108,7 @@ static void warn_recent(const struct loom_trace *t, const char *reason) {
   char lines[1024] = "";
   size_t used = 0;
   for (uint64_t i = total > 4 ? total - 4 : 0; i < total && used < sizeof lines; i++) {
-    const struct loom_trace_entry *en = &t->entries[i % (uint64_t)t->cap];
+    const struct loom_trace_entry *en = &t->entries[i & t->mask];
     static const char *const states[] = {"queued", "started", "finished", "failed"};
     int state = atomic_load(&en->state) & 3;
     int k = snprintf(lines + used, sizeof lines - used, "\n  %s %s#%llu count %llu: %s",

@@ -38,7 +38,7 @@ loomResult_t loom_issue(struct loom_call *c, const char *fn) {
                       "call it outside the group",
                       fn);
   }
-  loom_call_trace(c);
+  loom_call_trace(c, group_depth > 0);
   if (group_depth > 0) {
     if (group_n == group_cap) {
       int cap = group_cap ? 2 * group_cap : 64;

@@ -41,9 +41,10 @@ struct loom_call {
 
 struct loom_posted;
 /* comm_trace.c: the flight recorder's view of calls.  loom_call_trace
- * records an issued call (sets c->trace_id); the others mark calls whose
+ * records an issued call (sets c->trace_id; deferred: recorded in a
+ * group, so it starts later than issued); the others mark calls whose
  * task was posted (p's plan; a bucket's calls share it) or ended. */
-void loom_call_trace(struct loom_call *c);
+void loom_call_trace(struct loom_call *c, int deferred);
 void loom_calls_trace_started(loomComm_t comm, const struct loom_call *calls, int n,
                               const struct loom_posted *p);
 void loom_p2p_trace_started(loomComm_t comm, const struct loom_call *calls, const int *idx,

@@ -111,11 +111,11 @@ static void put_peers(struct out *o, const struct loom_trace_entry *en) {
   int n = en->npeers < LOOM_TRACE_PEERS ? en->npeers : LOOM_TRACE_PEERS;
   for (int i = 0; i < n; i++) {
     put(o, i ? ", {" : "{");
-    field_int(o, "rank", en->peers[i].rank);
+    field_int(o, "rank", en->peer[i]);
     put(o, ", ");
-    field_int(o, "sent", (int64_t)en->peers[i].sent);
+    field_int(o, "sent", (int64_t)en->sent[i]);
     put(o, ", ");
-    field_int(o, "received", (int64_t)en->peers[i].received);
+    field_int(o, "received", (int64_t)en->received[i]);
     put(o, "}");
   }
   put(o, "]");
@@ -192,7 +192,7 @@ static void put_entry(struct out *o, const struct loom_trace_entry *en, uint64_t
 /* Copies entry i when it holds a record that stays put while copied. */
 static int copy_entry(const struct loom_trace *t, uint64_t i, struct loom_trace_entry *copy,
                       uint64_t *id) {
-  const struct loom_trace_entry *en = &t->entries[i % (uint64_t)t->cap];
+  const struct loom_trace_entry *en = &t->entries[i & t->mask];
   *id = atomic_load_explicit(&en->id, memory_order_acquire);
   if (*id == 0 || *id != i + 1)
     return 0;

@@ -6,9 +6,10 @@
  * (LOOM_DUMP_ON_SIGNAL) on a fatal signal.  tools/loom-trace merges every
  * rank's dump into a verdict (docs/debugging.md).
  *
- * Cost: one atomic add and a few stores per call, timestamps from the
- * coarse real-time clock (a few ns; its resolution, a few ms, is in the
- * dump).  Real time, not monotonic: dumps of several nodes are compared.
+ * Cost: a few stores per call (about 20 ns, docs/performance.md), two
+ * reads of the coarse real-time clock (a few ns each; its resolution, a
+ * few ms, is in the dump).  Real time, not monotonic: dumps of several
+ * nodes are compared.
  *
  * Calls are recorded by the thread that issues them and updated by the
  * thread that runs them (a stream's); a dump may read the ring while both
@@ -34,43 +35,49 @@ enum loom_trace_state {
   LOOM_TRACE_FAILED = 3,
 };
 
-/* What a call asks for, as recorded at issue. */
+/* What a call asks for, as recorded at issue (small: the ring's entries
+ * are 3 cache lines). */
 struct loom_trace_call {
-  int coll;          /* enum loom_coll; LOOM_TRACE_SPLIT/FINALIZE for communicator calls */
-  int datatype, op;  /* loomDataType_t, loomRedOp_t as given (-1: none) */
-  int root;          /* root or send/recv peer; -1 none */
-  int is_send;
+  int16_t coll;      /* enum loom_coll; LOOM_TRACE_SPLIT/FINALIZE for communicator calls */
+  int16_t op;        /* loomRedOp_t as given (-1: none) */
+  int8_t datatype;   /* loomDataType_t (-1: none) */
+  int8_t device;     /* loomDevice_t of the buffers */
+  uint8_t is_send;
+  uint8_t on_stream; /* queued on a stream rather than run at once */
+  uint8_t deferred;  /* on a stream or in a group: starts later than issued */
+  int32_t root;      /* root or send/recv peer; -1 none */
   uint64_t count;
-  int device;        /* loomDevice_t of the buffers */
-  int on_stream;     /* queued on a stream (or in a group) rather than run at once */
 };
 #define LOOM_TRACE_SPLIT 100
 #define LOOM_TRACE_FINALIZE 101
 
-struct loom_trace_peer {
-  int rank;
-  uint64_t sent, received; /* bytes the plan moves to and from it */
-};
-
+/* One call, 192 bytes, cache-line aligned: a record touches 3 lines, and
+ * the next entry's are prefetched, so a call on a ring larger than the
+ * caches does not wait for them. */
 struct loom_trace_entry {
   _Atomic uint64_t id; /* 1 + record number; 0 while written or empty */
-  uint64_t seq;        /* collective number on the communicator (p2p: its own count) */
   struct loom_trace_call call;
+  uint32_t seq;        /* collective number on the communicator (p2p: its own count) */
+  uint16_t fused;      /* calls sharing this call's task (a bucket), 1 when alone */
+  uint8_t ll;          /* the low-latency protocol */
+  uint8_t npeers;
   const char *algo;    /* static text, NULL until started */
-  int ll;              /* the low-latency protocol */
-  int fused;           /* calls sharing this call's task (a bucket), 1 when alone */
-  int npeers;
-  struct loom_trace_peer peers[LOOM_TRACE_PEERS];
-  uint64_t other_sent, other_received; /* to and from the peers not listed */
   _Atomic int state;
   _Atomic int result;  /* loomResult_t once ended */
   _Atomic int blamed;  /* the rank a failure was blamed on, -1 */
   _Atomic uint64_t t_queued, t_started, t_ended; /* ns of real time (coarse), 0: not yet */
-};
+  /* the plan's bytes to and from its first LOOM_TRACE_PEERS peers, and
+   * to and from the others together */
+  int32_t peer[LOOM_TRACE_PEERS];
+  uint64_t sent[LOOM_TRACE_PEERS], received[LOOM_TRACE_PEERS];
+  uint64_t other_sent, other_received;
+} __attribute__((aligned(64)));
 
 struct loom_trace {
-  int cap;
-  /* records so far: collectives in the low 32 bits, sends/receives above */
+  int cap;       /* calls kept (LOOM_TRACE_BUFFER) */
+  uint64_t mask; /* slots - 1: the ring has a power of two >= cap slots (no division per call) */
+  /* records so far: collectives in the low 32 bits, sends/receives above;
+   * written by the issuing thread only */
   _Atomic uint64_t counts;
   _Atomic int dumped; /* dumps written on error (one per communicator) */
   char comm_id[17];   /* the same on every rank of the communicator */

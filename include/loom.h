@@ -7,10 +7,10 @@
  * the peer and the operation involved.
  *
  * Threading: a communicator may be used by one thread at a time, except for
- * loomCommGetAsyncError(), which any thread may call at any time before the
- * communicator is destroyed, and loomCommAbort(), which may be called from
- * another thread while a call on the communicator is blocked (no new call
- * may start once Abort has begun).
+ * loomCommGetAsyncError() and loomCommDump(), which any thread may call at
+ * any time before the communicator is destroyed, and loomCommAbort(), which
+ * may be called from another thread while a call on the communicator is
+ * blocked (no new call may start once Abort has begun).
  */
 #ifndef LOOM_H
 #define LOOM_H

@@ -516,11 +516,29 @@ void loom_topo_hw_sanitize(struct loom_topo_hw *hw) {
   if (hw->nnics > LOOM_TOPO_MAX_NICS)
     hw->nnics = LOOM_TOPO_MAX_NICS;
   hw->pad = 0;
+  /* a negative count or size means nothing: unknown, as 0 does (the
+   * planner reads them, and the JSON reader accepts only these ranges) */
+  if (hw->cores < 0)
+    hw->cores = 0;
+  if (hw->pus < 0)
+    hw->pus = 0;
+  if (hw->numa_nodes < 0)
+    hw->numa_nodes = 0;
+  if (hw->sockets < 0)
+    hw->sockets = 0;
+  if (hw->l3_bytes < 0)
+    hw->l3_bytes = 0;
+  if (hw->memory_bytes < 0)
+    hw->memory_bytes = 0;
   for (int i = 0; i < hw->nnics; i++) {
     struct loom_topo_nic *n = &hw->nics[i];
     canon_text(n->name, sizeof n->name);
     canon_text(n->kind, sizeof n->kind);
     canon_text(n->addr, sizeof n->addr);
+    if (n->speed_mbps < 0)
+      n->speed_mbps = 0;
+    if (n->numa < -1)
+      n->numa = -1;
   }
   memset(&hw->nics[hw->nnics], 0,
          (size_t)(LOOM_TOPO_MAX_NICS - hw->nnics) * sizeof hw->nics[0]);

@@ -115,7 +115,10 @@ int loom_topo_list_rdma(struct loom_topo_hw *hw, const char *root);
 void loom_topo_local_hostid(char *out, size_t len);
 /* Makes a record that came from elsewhere (another rank, a file) safe to
  * read: every string NUL-terminated, nnics within [0, LOOM_TOPO_MAX_NICS],
- * unused NIC slots and pad zeroed. */
+ * unused NIC slots and pad zeroed, negative counts, sizes and NIC speeds 0
+ * (unknown) and NIC NUMA nodes below -1 -1: what the JSON reader accepts,
+ * so a topology dump always reads back (fuzz_topo_record found a peer's
+ * cores = -1 written into a dump that LOOM_TOPO_FILE then refused). */
 void loom_topo_hw_sanitize(struct loom_topo_hw *hw);
 
 /* ---- record.c: a record as it travels between ranks ---- */

@@ -635,6 +635,25 @@ START_TEST(sanitize_foreign_record) {
   ck_assert_int_eq(hw.nnics, 0);
   ck_assert_str_eq(hw.nics[0].name, "");
   ck_assert_int_eq(hw.nics[0].numa, 0);
+  /* negative numbers are unknown (0; NIC NUMA -1), as the JSON reader wants */
+  hw.cores = -1;
+  hw.pus = -2;
+  hw.numa_nodes = INT32_MIN;
+  hw.sockets = -4;
+  hw.l3_bytes = -5;
+  hw.memory_bytes = INT64_MIN;
+  hw.nnics = 1;
+  hw.nics[0].speed_mbps = -100;
+  hw.nics[0].numa = -7;
+  loom_topo_hw_sanitize(&hw);
+  ck_assert_int_eq(hw.cores, 0);
+  ck_assert_int_eq(hw.pus, 0);
+  ck_assert_int_eq(hw.numa_nodes, 0);
+  ck_assert_int_eq(hw.sockets, 0);
+  ck_assert_int_eq(hw.l3_bytes, 0);
+  ck_assert_int_eq(hw.memory_bytes, 0);
+  ck_assert_int_eq(hw.nics[0].speed_mbps, 0);
+  ck_assert_int_eq(hw.nics[0].numa, -1);
 }
 END_TEST
 

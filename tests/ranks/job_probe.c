@@ -4,7 +4,10 @@
  *   (no flag)      a job under loomrun: after PROBE_DELAY_MS (rank 1 only,
  *                  when set) init through LOOM_COMM_ID, all-reduce
  *                  JOB_VALUE * (rank + 1) and print the sum beside the one
- *                  this job's own ranks give; exit 0 only when they agree
+ *                  this job's own ranks give; exit 0 only when they agree.
+ *                  PROBE_PAUSE_MS: every rank waits that long between init
+ *                  and the all-reduce (whose first use opens the TCP
+ *                  connections), then prints how long the all-reduce took
  *   --fake-root    one process plays a bootstrap root that does not know
  *                  the job's secret and hands out a rank table: init must
  *                  refuse the table (never connect where it says)
@@ -44,8 +47,14 @@ static int job(void) {
            loomGetLastError(NULL));
     return 3;
   }
+  const char *pause = getenv("PROBE_PAUSE_MS");
+  if (pause != NULL)
+    usleep((useconds_t)atoi(pause) * 1000);
   double x = (double)(value * (rank + 1)), sum = 0;
+  uint64_t t0 = loom_now_ns();
   CHECK_LOOM(loomAllReduce(&x, &sum, 1, loomFloat64, loomSum, comm, NULL));
+  if (pause != NULL)
+    printf("rank %d: the all-reduce took %.1f s\n", rank, since_s(t0));
   double want = (double)value * nranks * (nranks + 1) / 2;
   printf("rank %d: job %ld sum %.0f (expected %.0f)\n", rank, value, sum, want);
   CHECK_LOOM(loomCommFinalize(comm));

@@ -53,6 +53,42 @@ expect_count "job 7 sum 21 (expected 21)" 2 "the job completes while 1,100 silen
 expect_count "dropped .* connections in all" 1 "the root drops the flood (logged once, counted)"
 printf '  %s\n' "$(cat "$tmp/flood")"
 
+# ---- strangers trickling into a rank's data port as it connects ------------
+# 400 connections that send a byte every half second and never finish a
+# hello, made while the job sits between init and its first all-reduce
+# (whose first use opens the TCP connections): more than the 256 a rank
+# lets prove themselves at once, so its peer's connection waits behind
+# them in the backlog unless the oldest stranger gives way.
+TRICKLE="$(dirname "$0")/trickle.py"
+( LOOM_SHM_DISABLE=1 LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET PROBE_PAUSE_MS=3000 JOB_VALUE=9 \
+    timeout -k 5 60 "$LOOMRUN" --tag-output --timeout 50 -n 2 "$JP" >"$tmp/slow" 2>&1 ) &
+job_pid=$!
+data_port=
+for _ in $(seq 200); do
+  data_port=$(sed -n 's/.*tcp: rank 1 listening on 127.0.0.1:\([0-9]*\),.*/\1/p' "$tmp/slow")
+  [ -n "$data_port" ] && break
+  sleep 0.1
+done
+if [ -z "$data_port" ]; then
+  fail "slow-loris: rank 1 never said where it listens"
+else
+  ( ulimit -n 4096; "$PY" "$TRICKLE" 127.0.0.1 "$data_port" 400 8 >"$tmp/trickle" 2>&1 ) &
+  trickle_pid=$!
+  wait $job_pid
+  wait $trickle_pid
+  out=$(cat "$tmp/slow")
+  expect_count "job 9 sum 27 (expected 27)" 2 "slow-loris on the data port: the job's all-reduce is right"
+  took=$(sed -n 's/.*rank 1: the all-reduce took \([0-9.]*\) s/\1/p' <<<"$out")
+  if awk -v t="${took:-99}" 'BEGIN { exit !(t < 4) }'; then
+    pass "slow-loris: rank 1's peer got through the strangers in ${took} s (each stranger may hold a slot 5 s)"
+  else
+    fail "slow-loris: the all-reduce took ${took:-?} s behind the strangers"
+  fi
+  expect_count "rank 1 dropped an incoming connection" 4 "slow-loris: the first 4 drops logged"
+  expect_count "rank 1 dropped [0-9]* incoming connections in all" 1 "slow-loris: the rest counted, summed once"
+  printf '  %s\n' "$(cat "$tmp/trickle" | tr '\n' ' ')" "$(grep 'in all' <<<"$out")"
+fi
+
 # ---- the port held by another program ---------------------------------------
 port=$(free_port)
 "$PY" -c "

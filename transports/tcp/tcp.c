@@ -105,6 +105,12 @@ void tcp_list_conn(struct tcp_ctx *ctx, struct tcp_conn *c) {
   }
 }
 
+void tcp_note_drop(struct tcp_ctx *ctx, const char *why) {
+  if (ctx->dropped++ < TCP_DROPS_LOGGED)
+    LOOM_WARN(LOOM_LOG_NET, "tcp: rank %d dropped an incoming connection: %s%s", ctx->rank, why,
+              ctx->dropped == TCP_DROPS_LOGGED ? " (further drops are counted, not logged)" : "");
+}
+
 void tcp_hello_encode(uint8_t hello[TCP_HELLO_BYTES], int rank, int idx, int nsocks) {
   loom_put_u32(hello, (uint32_t)rank);
   loom_put_u32(hello + 4, (uint32_t)idx);
@@ -137,7 +143,7 @@ loomResult_t tcp_file_incoming(struct tcp_ctx *ctx, int fd, const uint8_t *hello
       why = "a duplicate or out-of-range socket index";
   }
   if (why != NULL) {
-    LOOM_WARN(LOOM_LOG_NET, "tcp: rank %d dropped an incoming connection: %s", ctx->rank, why);
+    tcp_note_drop(ctx, why);
     close(fd);
     return loomSuccess;
   }
@@ -274,6 +280,9 @@ static void tcp_fini(void *vctx) {
   if (ctx == NULL)
     return;
   tcp_lazy_fini(ctx);
+  if (ctx->dropped > TCP_DROPS_LOGGED)
+    LOOM_WARN(LOOM_LOG_NET, "tcp: rank %d dropped %lu incoming connections in all that did not "
+              "prove the job's secret in time", ctx->rank, ctx->dropped);
   for (int r = 0; r < ctx->nranks; r++)
     free_conn(ctx->conns[r]);
   if (ctx->listen_fd >= 0)

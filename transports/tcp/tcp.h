@@ -29,6 +29,7 @@
 #define TCP_ADDR_BYTES 20
 /* How long an accepted socket may take to prove itself. */
 #define TCP_PROOF_MS 5000
+#define TCP_PROOF_TEXT "5000 ms"
 
 struct tcp_part {
   struct loom_xfer *xfer;
@@ -86,9 +87,17 @@ struct tcp_ctx {
    * the peer's sockets; while 0 and no hello is under way, progress and
    * poll_fds leave the listener alone (no system call per turn) */
   int nwaiting;
+  /* incoming connections dropped (strangers, other jobs, late halves): the
+   * first TCP_DROPS_LOGGED are logged, the rest counted and summed up at
+   * fini, so a flood cannot fill the log */
+  unsigned long dropped;
 };
+#define TCP_DROPS_LOGGED 4
 
 /* tcp.c */
+/* An incoming connection was dropped for `why` (its socket is the
+ * caller's to close): logged while few, counted always. */
+void tcp_note_drop(struct tcp_ctx *ctx, const char *why);
 void tcp_hello_encode(uint8_t hello[TCP_HELLO_BYTES], int rank, int idx, int nsocks);
 /* Files a proven socket under its peer (or drops it: why says so), and
  * puts the connection on the list progress walks.  Returns

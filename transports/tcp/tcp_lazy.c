@@ -227,10 +227,7 @@ static int acceptor_step(struct tcp_ctx *ctx, struct tcp_shake *sh, loomResult_t
     memcpy(sh->st.nonce, sh->buf, LOOM_AUTH_NONCE_BYTES);
     if (!loom_auth_check(ctx->secret, TCP_AUTH_LABEL, 'c', sh->st.challenge, sh->st.nonce,
                          hello, TCP_HELLO_BYTES, sh->buf + LOOM_AUTH_NONCE_BYTES)) {
-      LOOM_WARN(LOOM_LOG_NET,
-                "tcp: rank %d dropped an incoming connection: wrong proof of the job's "
-                "secret (another job, or a stranger)",
-                ctx->rank);
+      tcp_note_drop(ctx, "wrong proof of the job's secret (another job, or a stranger)");
       return 1;
     }
     /* the answer goes where the nonce and tag were; the hello stays put */
@@ -254,15 +251,35 @@ static int acceptor_step(struct tcp_ctx *ctx, struct tcp_shake *sh, loomResult_t
   }
 }
 
-/* Takes the sockets waiting in the listen backlog. */
+/* The acceptor handshake that has waited longest (-1: none). */
+static int oldest_acceptor(const struct tcp_ctx *ctx) {
+  int oldest = -1;
+  for (int i = 0; i < ctx->nshakes; i++)
+    if (ctx->shakes[i].step >= SHAKE_PUT_CHALLENGE &&
+        (oldest < 0 || ctx->shakes[i].deadline < ctx->shakes[oldest].deadline))
+      oldest = i;
+  return oldest;
+}
+
+/* Takes the sockets waiting in the listen backlog, at most
+ * TCP_MAX_ACCEPTING a turn.  When that many are already proving
+ * themselves, the oldest is dropped to make room: strangers holding every
+ * slot (connecting, then trickling or saying nothing) cannot keep a peer's
+ * connection in the backlog, since a peer proves itself within a round
+ * trip of being accepted while they never do. */
 static void accept_new(struct tcp_ctx *ctx, int *progressed) {
   int accepting = 0;
   for (int i = 0; i < ctx->nshakes; i++)
     accepting += ctx->shakes[i].step >= SHAKE_PUT_CHALLENGE;
-  while (accepting < TCP_MAX_ACCEPTING) {
+  for (int taken = 0; taken < TCP_MAX_ACCEPTING; taken++) {
     int fd = accept4(ctx->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
     if (fd < 0)
       return; /* EAGAIN, or a connection reset before we took it */
+    if (accepting >= TCP_MAX_ACCEPTING) {
+      tcp_note_drop(ctx, "the oldest unproven connection, dropped to make room");
+      drop_shake(ctx, oldest_acceptor(ctx));
+      accepting--;
+    }
     loom_socket_set_nodelay(fd);
     struct tcp_shake *sh = add_shake(ctx, fd, SHAKE_PUT_CHALLENGE);
     if (sh == NULL || loom_auth_nonce(sh->st.challenge) != loomSuccess) {
@@ -288,10 +305,7 @@ static int advance(struct tcp_ctx *ctx, int i, int *progressed, loomResult_t *re
     int io = sh->step == SHAKE_DIAL ? writable(sh->fd) : shake_io(sh);
     if (io == 0) {
       if (!dialler && loom_ms_left(sh->deadline) == 0) {
-        LOOM_WARN(LOOM_LOG_NET,
-                  "tcp: rank %d dropped an incoming connection: no complete hello within "
-                  "%d ms",
-                  ctx->rank, TCP_PROOF_MS);
+        tcp_note_drop(ctx, "no complete hello within " TCP_PROOF_TEXT);
         return 1;
       }
       return 0;

@@ -94,6 +94,11 @@ expect_verdict "rank 0: failed in allreduce #6 (count 1024, float32, sum), .*bla
   "behind: each waiting rank's call and whom it blames"
 printf '%s\n' "$verdict" | sed 's/^/    /'
 
+scenario behind 2 TRACE_NO_DUMP=1
+[ "$ndumps" = 3 ] && pass "behind, silent: only the 3 ranks that timed out dump" || fail "behind, silent: $ndumps dumps"
+expect_verdict "verdict: rank 2 left no dump, and the others timed out waiting for it: it is stuck or fell behind" \
+  "behind, silent: loom-trace says the rank without a dump was waited for, not that it died"
+
 scenario die 1
 [ "$ndumps" = 3 ] && pass "die: the 3 survivors dump on error" || fail "die: $ndumps dumps"
 expect_verdict "no dump from rank 1$" "die: the rank without a dump is listed"

@@ -116,8 +116,7 @@ static loomResult_t check_args(struct loom_call *c, const char *fn) {
     return loomSuccess;
   if ((int)c->datatype < 0 || c->datatype >= loomNumTypes)
     return BAD("%s: invalid datatype %d (use loomInt8 ... loomBfloat16)", fn, (int)c->datatype);
-  int reduces = c->coll == LOOM_COLL_ALLREDUCE || c->coll == LOOM_COLL_REDUCE ||
-                c->coll == LOOM_COLL_REDUCESCATTER;
+  int reduces = loom_coll_reduces(c->coll);
   c->base_op = c->op;
   c->premul = 0;
   if (reduces)

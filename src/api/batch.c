@@ -85,7 +85,6 @@ static loomResult_t batch_post_next(struct loom_batch *b, int *posted) {
   return loomSuccess;
 }
 
-/* The task in flight ended with `res`: its bucket's results go out. */
 /* The flight recorder: the calls of the task in flight ended with res. */
 static void trace_task_ended(struct loom_batch *b, loomResult_t res) {
   if (b->task_p2p)
@@ -95,6 +94,7 @@ static void trace_task_ended(struct loom_batch *b, loomResult_t res) {
   b->task_n = b->task_p2p = 0;
 }
 
+/* The task in flight ended with `res`: its bucket's results go out. */
 static void batch_task_ended(struct loom_batch *b, loomResult_t res) {
   loom_posted_release(&b->posted);
   trace_task_ended(b, res);

@@ -26,12 +26,10 @@ void loom_call_trace(struct loom_call *c, int deferred) {
     c->trace_id = 0;
     return;
   }
-  int reduction = c->coll == LOOM_COLL_ALLREDUCE || c->coll == LOOM_COLL_REDUCE ||
-                  c->coll == LOOM_COLL_REDUCESCATTER;
   struct loom_trace_call tc = {
       .coll = (int16_t)c->coll,
       .datatype = (int8_t)(c->coll == LOOM_COLL_BARRIER ? -1 : (int)c->datatype),
-      .op = (int16_t)(reduction ? (int)c->op : -1),
+      .op = (int16_t)(loom_coll_reduces(c->coll) ? (int)c->op : -1),
       .root = c->root,
       .is_send = (uint8_t)(c->is_send != 0),
       .count = c->coll == LOOM_COLL_BARRIER ? 0 : c->count,
@@ -103,21 +101,16 @@ static const char *reason_of(loomResult_t res) {
 
 /* Without a dump directory: the last few calls in the log. */
 static void warn_recent(const struct loom_trace *t, const char *reason) {
-  uint64_t counts = atomic_load(&t->counts);
-  uint64_t total = (counts & 0xffffffffu) + (counts >> 32);
+  uint64_t total = loom_trace_recorded(t);
   char lines[1024] = "";
   size_t used = 0;
   for (uint64_t i = total > 4 ? total - 4 : 0; i < total && used < sizeof lines; i++) {
     const struct loom_trace_entry *en = &t->entries[i & t->mask];
-    static const char *const states[] = {"queued", "started", "finished", "failed"};
-    int state = atomic_load(&en->state) & 3;
     int k = snprintf(lines + used, sizeof lines - used, "\n  %s %s#%llu count %llu: %s",
-                     en->call.coll == LOOM_TRACE_SPLIT      ? "commSplit"
-                     : en->call.coll == LOOM_TRACE_FINALIZE ? "commFinalize"
-                                                            : loom_coll_name(en->call.coll),
+                     loom_trace_coll_name(en->call.coll),
                      en->call.coll == LOOM_COLL_SENDRECV ? "p2p " : "",
                      (unsigned long long)en->seq, (unsigned long long)en->call.count,
-                     states[state]);
+                     loom_trace_state_name(atomic_load(&en->state)));
     used += k > 0 ? (size_t)k : 0;
   }
   LOOM_WARN(LOOM_LOG_COLL,

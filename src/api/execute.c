@@ -32,11 +32,6 @@ static int is_rooted(enum loom_coll coll) {
          coll == LOOM_COLL_GATHER || coll == LOOM_COLL_SCATTER;
 }
 
-static int is_reduction(enum loom_coll coll) {
-  return coll == LOOM_COLL_ALLREDUCE || coll == LOOM_COLL_REDUCE ||
-         coll == LOOM_COLL_REDUCESCATTER;
-}
-
 /* The all-to-all of `count` per peer as all-to-all-v arrays. */
 static size_t *alltoall_arrays(int n, size_t count) {
   size_t *v = malloc(4 * (size_t)n * sizeof(size_t));
@@ -124,7 +119,7 @@ loomResult_t loom_post_call(loomComm_t comm, const struct loom_call *c, int fp_c
   /* count 0 still runs: its agreement pass (sched/agree.c) makes a rank
    * whose peers called with a count fail instead of returning at once. */
   size_t esize = loom_datatype_size(dt);
-  int reduction = is_reduction(c->coll);
+  int reduction = loom_coll_reduces(c->coll);
   if (reduction && c->premul) { /* PreMulSum: reduce a premultiplied copy */
     size_t elems = c->coll == LOOM_COLL_REDUCESCATTER ? count * (size_t)n : count;
     LOOM_CHECK(loom_comm_grow(&comm->premul, &comm->premul_bytes, elems * esize));

@@ -22,6 +22,12 @@ enum loom_coll {
   LOOM_COLL_COUNT
 };
 
+/* Whether the collective reduces (takes a loomRedOp_t). */
+static inline int loom_coll_reduces(enum loom_coll coll) {
+  return coll == LOOM_COLL_ALLREDUCE || coll == LOOM_COLL_REDUCE ||
+         coll == LOOM_COLL_REDUCESCATTER;
+}
+
 /* "allreduce", ... for messages; "?" out of range. */
 static inline const char *loom_coll_name(enum loom_coll coll) {
   static const char *const names[LOOM_COLL_COUNT] = {

@@ -96,9 +96,12 @@ static void field_int(struct out *o, const char *key, int64_t value) {
   put_int(o, value);
 }
 
-static const char *const state_names[] = {"queued", "started", "finished", "failed"};
+const char *loom_trace_state_name(int state) {
+  static const char *const names[] = {"queued", "started", "finished", "failed"};
+  return names[state & 3];
+}
 
-static const char *coll_text(int coll) {
+const char *loom_trace_coll_name(int coll) {
   if (coll == LOOM_TRACE_SPLIT)
     return "commSplit";
   if (coll == LOOM_TRACE_FINALIZE)
@@ -129,7 +132,7 @@ static void put_peers(struct out *o, const struct loom_trace_entry *en) {
 
 /* The call's arguments: what every rank must agree on. */
 static void put_call(struct out *o, const struct loom_trace_call *c) {
-  field_str(o, "coll", coll_text(c->coll));
+  field_str(o, "coll", loom_trace_coll_name(c->coll));
   put(o, ", ");
   field_int(o, "count", (int64_t)c->count);
   if (c->datatype >= 0) {
@@ -163,7 +166,7 @@ static void put_entry(struct out *o, const struct loom_trace_entry *en, uint64_t
   put(o, ", ");
   put_call(o, &en->call);
   put(o, ", ");
-  field_str(o, "state", state_names[state & 3]);
+  field_str(o, "state", loom_trace_state_name(state));
   if (en->algo != NULL && state != LOOM_TRACE_QUEUED) {
     put(o, ", ");
     field_str(o, "algo", en->algo);
@@ -233,16 +236,14 @@ static void put_header(struct out *o, const struct loom_trace *t, const char *re
   put(o, ", ");
   field_int(o, "buffer", t->cap);
   put(o, ", ");
-  uint64_t counts = atomic_load(&t->counts);
-  field_int(o, "recorded", (int64_t)((counts & 0xffffffffu) + (counts >> 32)));
+  field_int(o, "recorded", (int64_t)loom_trace_recorded(t));
 }
 
 int loom_trace_write(const struct loom_trace *t, int fd, const char *reason, const char *error) {
   struct out o = {.fd = fd};
   put_header(&o, t, reason, error);
   put(&o, ",\n  \"entries\": [\n");
-  uint64_t counts = atomic_load(&t->counts);
-  uint64_t total = (counts & 0xffffffffu) + (counts >> 32);
+  uint64_t total = loom_trace_recorded(t);
   uint64_t first = total > (uint64_t)t->cap ? total - (uint64_t)t->cap : 0;
   int any = 0;
   for (uint64_t i = first; i < total; i++) {

@@ -86,6 +86,17 @@ struct loom_trace {
   struct loom_trace_entry *entries;
 };
 
+/* Calls recorded so far (collectives and sends/receives). */
+static inline uint64_t loom_trace_recorded(const struct loom_trace *t) {
+  uint64_t counts = atomic_load_explicit(&t->counts, memory_order_relaxed);
+  return (counts & 0xffffffffu) + (counts >> 32);
+}
+
+/* dump.c: "allreduce", "commSplit", ... for a recorded call's coll, and
+ * "queued", "started", "finished", "failed" for a state. */
+const char *loom_trace_coll_name(int coll);
+const char *loom_trace_state_name(int state);
+
 /* A recorder of `cap` calls (0: NULL, recording off).  NULL also on out of
  * memory (logged: the communicator works without one). */
 struct loom_trace *loom_trace_create(int cap, const uint8_t *secret, size_t secret_len,

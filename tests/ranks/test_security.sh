@@ -59,7 +59,6 @@ printf '  %s\n' "$(cat "$tmp/flood")"
 # (whose first use opens the TCP connections): more than the 256 a rank
 # lets prove themselves at once, so its peer's connection waits behind
 # them in the backlog unless the oldest stranger gives way.
-TRICKLE="$(dirname "$0")/trickle.py"
 ( LOOM_SHM_DISABLE=1 LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET PROBE_PAUSE_MS=3000 JOB_VALUE=9 \
     timeout -k 5 60 "$LOOMRUN" --tag-output --timeout 50 -n 2 "$JP" >"$tmp/slow" 2>&1 ) &
 job_pid=$!
@@ -72,7 +71,7 @@ done
 if [ -z "$data_port" ]; then
   fail "slow-loris: rank 1 never said where it listens"
 else
-  ( ulimit -n 4096; "$PY" "$TRICKLE" 127.0.0.1 "$data_port" 400 8 >"$tmp/trickle" 2>&1 ) &
+  ( ulimit -n 4096; "$PY" "$FLOOD" 127.0.0.1 "$data_port" 400 8 --trickle >"$tmp/trickle" 2>&1 ) &
   trickle_pid=$!
   wait $job_pid
   wait $trickle_pid

@@ -8,9 +8,10 @@
  *
  * Threading: a communicator may be used by one thread at a time, except for
  * loomCommGetAsyncError() and loomCommDump(), which any thread may call at
- * any time before the communicator is destroyed, and loomCommAbort(), which
- * may be called from another thread while a call on the communicator is
- * blocked (no new call may start once Abort has begun).
+ * any time before the communicator is destroyed, and loomCommAbort() and
+ * loomCommRevoke(), which may be called from another thread while a call
+ * on the communicator is blocked (no new call may start once Abort has
+ * begun).
  */
 #ifndef LOOM_H
 #define LOOM_H
@@ -211,6 +212,35 @@ LOOM_API loomResult_t loomCommInitAll(loomComm_t *comms, int ndev,
  * the parent's timeout and the name "<parent>.<color>". */
 LOOM_API loomResult_t loomCommSplit(loomComm_t comm, int color, int key,
                                     loomComm_t *newcomm, loomConfig_t *config);
+
+/* Carrying on without failed ranks.
+ *
+ * loomCommRevoke stops the communicator's work without freeing it: a call
+ * blocked on it in another thread returns loomRemoteError at once, queued
+ * stream work fails, and the ranks still waiting in a call with this one
+ * are told (best effort, over the bootstrap ring) and fail naming it.
+ * Afterwards every call on comm returns loomInvalidUsage except
+ * loomCommShrink, loomCommDump, loomCommGetAsyncError, loomCommDestroy and
+ * loomCommAbort.  Local: peers need not call it.
+ *
+ * loomCommShrink makes a communicator of comm's ranks without the nExclude
+ * ranks in excludeRanks, keeping their order (new ranks fill the gaps),
+ * with no new unique id: the survivors meet at the lowest surviving rank,
+ * which serves the rendezvous on a port every rank published at init, and
+ * prove a secret derived from comm's with the excluded set and the number
+ * of shrinks of comm so far.  Every surviving rank calls it with the same
+ * set (the excluded ranks need not call; if they do they get *newcomm =
+ * NULL); a survivor with another set cannot join, and everyone fails at
+ * LOOM_BOOTSTRAP_TIMEOUT.  comm may be broken (a rank died) or revoked.
+ * flags: LOOM_SHRINK_DEFAULT waits for this rank's work on comm to end;
+ * LOOM_SHRINK_ABORT revokes comm first, so work blocked on a dead rank
+ * ends at once.  config as for loomCommSplit (unset fields: the parent's
+ * timeout, the name "<parent>.shrink<N>").  comm stays to be destroyed. */
+#define LOOM_SHRINK_DEFAULT 0
+#define LOOM_SHRINK_ABORT 1
+LOOM_API loomResult_t loomCommShrink(loomComm_t comm, const int *excludeRanks, int nExclude,
+                                     loomComm_t *newcomm, loomConfig_t *config, int flags);
+LOOM_API loomResult_t loomCommRevoke(loomComm_t comm);
 
 /* Waits for work queued on streams for this communicator, then synchronises
  * with the other ranks (a bootstrap barrier), so that a following

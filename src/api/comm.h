@@ -84,7 +84,24 @@ struct loomComm {
   loomUniqueId *init_ids;
   int init_nids;
   struct loom_trace *trace; /* the flight recorder (trace/trace.h); NULL when off */
+  /* shrink.c: this rank's shrink port (listening from init, served only
+   * during a shrink), every rank's address of it (LOOM_SOCKADDR_BYTES each,
+   * from the topology all-gather), shrinks of this communicator so far */
+  int shrink_fd;
+  union loom_sockaddr shrink_addr;
+  uint8_t *shrink_addrs;
+  unsigned shrinks;
+  atomic_int revoked; /* loomCommRevoke was called */
 };
+
+/* Checks that comm is a live handle (any state). */
+loomResult_t loom_comm_check_handle(loomComm_t comm, const char *fn);
+/* Ends this communicator's waits: blocked calls and queued stream work
+ * fail (the abort flag and the engine's wake fd). */
+void loom_comm_interrupt(loomComm_t comm);
+/* shrink.c: opens this rank's shrink port at init (before the topology
+ * all-gather, which publishes it). */
+loomResult_t loom_comm_shrink_listen(loomComm_t comm);
 
 /* Checks a comm handle and that the communicator can run a collective. */
 loomResult_t loom_comm_check_usable(loomComm_t comm, const char *fn);

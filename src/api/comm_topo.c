@@ -17,28 +17,32 @@ struct topo_allgather {
   loomResult_t res;
 };
 
-/* The records' all-gather, carrying each rank's transport address blob
- * behind its record (one pass round the ring for both). */
+/* The records' all-gather, carrying behind each rank's record its shrink
+ * port's address (kept in comm->shrink_addrs) and its transport address
+ * blob (one pass round the ring for all three). */
 static int topo_allgather(void *data, size_t size, void *arg) {
   struct topo_allgather *a = arg;
   loomComm_t comm = a->comm;
-  size_t ab = comm->tp_addrs != NULL ? comm->tp_addr_bytes : 0, block = size + ab;
+  size_t ab = comm->tp_addrs != NULL ? comm->tp_addr_bytes : 0;
+  size_t sb = LOOM_SOCKADDR_BYTES, block = size + sb + ab;
   size_t n = (size_t)comm->nranks, me = (size_t)comm->rank;
-  if (ab == 0) {
-    a->res = loom_bootstrap_allgather(comm->bs, data, size);
-    return a->res == loomSuccess ? 0 : -1;
-  }
   char *both = malloc(n * block);
-  if (both == NULL) {
+  comm->shrink_addrs = malloc(n * sb);
+  if (both == NULL || comm->shrink_addrs == NULL) {
+    free(both);
     a->res = loom_error(loomSystemError, LOOM_LOG_INIT, "out of memory");
     return -1;
   }
   memcpy(both + me * block, (char *)data + me * size, size);
-  memcpy(both + me * block + size, comm->tp_addrs + me * ab, ab);
+  loom_sockaddr_encode(&comm->shrink_addr, (uint8_t *)both + me * block + size);
+  if (ab != 0)
+    memcpy(both + me * block + size + sb, comm->tp_addrs + me * ab, ab);
   a->res = loom_bootstrap_allgather(comm->bs, both, block);
   for (size_t r = 0; r < n && a->res == loomSuccess; r++) {
     memcpy((char *)data + r * size, both + r * block, size);
-    memcpy(comm->tp_addrs + r * ab, both + r * block + size, ab);
+    memcpy(comm->shrink_addrs + r * sb, both + r * block + size, sb);
+    if (ab != 0)
+      memcpy(comm->tp_addrs + r * ab, both + r * block + size + sb, ab);
   }
   free(both);
   return a->res == loomSuccess ? 0 : -1;

@@ -73,6 +73,12 @@ loomResult_t loom_comm_check_usable(loomComm_t comm, const char *fn) {
                       "made by loomCommInitRank)",
                       fn);
   loom_log_set_rank(comm->rank); /* log lines of this call carry its rank */
+  if (atomic_load_explicit(&comm->revoked, memory_order_acquire))
+    return loom_error(loomInvalidUsage, LOOM_LOG_COLL,
+                      "%s: rank %d: the communicator was revoked; only loomCommShrink, "
+                      "loomCommDump, loomCommGetAsyncError, loomCommDestroy or loomCommAbort "
+                      "may follow",
+                      fn, comm->rank);
   if (atomic_load_explicit(&comm->abort_flag, memory_order_acquire))
     return loom_error(loomRemoteError, LOOM_LOG_COLL,
                       "%s: rank %d: the communicator was aborted", fn, comm->rank);
@@ -172,6 +178,7 @@ static loomResult_t comm_setup(loomComm_t comm) {
   uint64_t t0 = loom_now_ns();
   LOOM_CHECK(loom_bootstrap_init(comm->init_ids, comm->init_nids, comm->rank, comm->nranks,
                                  &comm->bs));
+  LOOM_CHECK(loom_comm_shrink_listen(comm)); /* its address travels with the topology */
   uint64_t t_bootstrap = loom_now_ns();
   LOOM_CHECK(loom_comm_transport_start(comm)); /* its addresses travel with the topology */
   uint64_t t_start = loom_now_ns();
@@ -275,6 +282,9 @@ static void comm_free(loomComm_t comm) {
     comm->engine.tp->fini(comm->engine.tp_ctx);
   loom_bootstrap_close(comm->bs);
   loom_engine_fini(&comm->engine);
+  if (comm->shrink_fd >= 0)
+    close(comm->shrink_fd);
+  free(comm->shrink_addrs);
   if (comm->wake_fd >= 0)
     close(comm->wake_fd);
   pthread_mutex_destroy(&comm->op_lock);
@@ -352,6 +362,7 @@ static loomResult_t comm_init(loomComm_t *out, int nranks, const loomUniqueId *i
   comm->timeout_ms = timeout_ms;
   snprintf(comm->name, sizeof comm->name, "%s", name ? name : "loom");
   comm->wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  comm->shrink_fd = -1;
   loomResult_t sync = init_sync(comm);
   if (sync != loomSuccess) {
     comm_free(comm);
@@ -412,7 +423,7 @@ loomResult_t loomCommInitRank(loomComm_t *comm, int nranks, loomUniqueId commId,
   return loomCommInitRankConfig(comm, nranks, commId, rank, NULL);
 }
 
-static loomResult_t check_handle(loomComm_t comm, const char *fn) {
+loomResult_t loom_comm_check_handle(loomComm_t comm, const char *fn) {
   if (comm == NULL)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "%s: comm is NULL", fn);
   if (comm->magic != LOOM_COMM_MAGIC)
@@ -434,7 +445,7 @@ static void join_init_thread(loomComm_t comm) {
 }
 
 loomResult_t loomCommFinalize(loomComm_t comm) {
-  LOOM_CHECK(check_handle(comm, "loomCommFinalize"));
+  LOOM_CHECK(loom_comm_check_handle(comm, "loomCommFinalize"));
   join_init_thread(comm);
   loom_comm_wait_tasks(comm);
   LOOM_CHECK(loom_comm_check_usable(comm, "loomCommFinalize"));
@@ -460,7 +471,7 @@ loomResult_t loomCommFinalize(loomComm_t comm) {
 loomResult_t loomCommDestroy(loomComm_t comm) {
   if (comm == NULL)
     return loomSuccess; /* as free(NULL) */
-  LOOM_CHECK(check_handle(comm, "loomCommDestroy"));
+  LOOM_CHECK(loom_comm_check_handle(comm, "loomCommDestroy"));
   join_init_thread(comm);
   loom_comm_wait_tasks(comm);
   pthread_mutex_lock(&comm->op_lock);
@@ -469,16 +480,20 @@ loomResult_t loomCommDestroy(loomComm_t comm) {
   return loomSuccess;
 }
 
-loomResult_t loomCommAbort(loomComm_t comm) {
-  if (comm == NULL)
-    return loomSuccess;
-  LOOM_CHECK(check_handle(comm, "loomCommAbort"));
+void loom_comm_interrupt(loomComm_t comm) {
   atomic_store_explicit(&comm->abort_flag, 1, memory_order_release);
   if (comm->wake_fd >= 0) {
     uint64_t one = 1;
     ssize_t k = write(comm->wake_fd, &one, sizeof one);
     (void)k;
   }
+}
+
+loomResult_t loomCommAbort(loomComm_t comm) {
+  if (comm == NULL)
+    return loomSuccess;
+  LOOM_CHECK(loom_comm_check_handle(comm, "loomCommAbort"));
+  loom_comm_interrupt(comm);
   join_init_thread(comm);
   /* Queued stream work now fails at once; wait for it to drain. */
   loom_comm_wait_tasks(comm);
@@ -496,7 +511,7 @@ loomResult_t loomCommAbort(loomComm_t comm) {
 }
 
 loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t *asyncError) {
-  LOOM_CHECK(check_handle(comm, "loomCommGetAsyncError"));
+  LOOM_CHECK(loom_comm_check_handle(comm, "loomCommGetAsyncError"));
   if (asyncError == NULL)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
                       "loomCommGetAsyncError: asyncError is NULL");
@@ -508,7 +523,7 @@ loomResult_t loomCommGetAsyncError(loomComm_t comm, loomResult_t *asyncError) {
 
 loomResult_t loomCommSetStragglerCallback(loomComm_t comm, loomStragglerCallback_t fn,
                                           void *arg) {
-  LOOM_CHECK(check_handle(comm, "loomCommSetStragglerCallback"));
+  LOOM_CHECK(loom_comm_check_handle(comm, "loomCommSetStragglerCallback"));
   pthread_mutex_lock(&comm->ops_lock);
   comm->late_fn = fn;
   comm->late_arg = arg;
@@ -517,7 +532,7 @@ loomResult_t loomCommSetStragglerCallback(loomComm_t comm, loomStragglerCallback
 }
 
 loomResult_t loomCommCount(const loomComm_t comm, int *count) {
-  LOOM_CHECK(check_handle(comm, "loomCommCount"));
+  LOOM_CHECK(loom_comm_check_handle(comm, "loomCommCount"));
   if (count == NULL)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomCommCount: count is NULL");
   *count = comm->nranks;
@@ -525,7 +540,7 @@ loomResult_t loomCommCount(const loomComm_t comm, int *count) {
 }
 
 loomResult_t loomCommUserRank(const loomComm_t comm, int *rank) {
-  LOOM_CHECK(check_handle(comm, "loomCommUserRank"));
+  LOOM_CHECK(loom_comm_check_handle(comm, "loomCommUserRank"));
   if (rank == NULL)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomCommUserRank: rank is NULL");
   *rank = comm->rank;

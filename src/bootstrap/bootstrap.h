@@ -25,6 +25,10 @@ struct loom_bootstrap;
 loomResult_t loom_root_start(const union loom_sockaddr *bind_addr,
                              const uint8_t secret[LOOM_SECRET_BYTES],
                              int timeout_s, union loom_sockaddr *bound);
+/* The same on a socket already listening at addr (which it takes and
+ * closes when done): a communicator's shrink port (api/shrink.c). */
+loomResult_t loom_root_serve(int listen_fd, const union loom_sockaddr *addr,
+                             const uint8_t secret[LOOM_SECRET_BYTES], int timeout_s);
 
 /* Makes a unique id: from LOOM_COMM_ID when set, else a fresh root. */
 loomResult_t loom_bootstrap_make_id(loomUniqueId *id);

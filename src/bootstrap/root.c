@@ -346,23 +346,26 @@ static void *root_main(void *arg) {
 loomResult_t loom_root_start(const union loom_sockaddr *bind_addr,
                              const uint8_t secret[LOOM_SECRET_BYTES], int timeout_s,
                              union loom_sockaddr *bound) {
+  int fd;
+  LOOM_CHECK(loom_socket_listen(bind_addr, &fd, bound));
+  return loom_root_serve(fd, bound, secret, timeout_s);
+}
+
+loomResult_t loom_root_serve(int listen_fd, const union loom_sockaddr *addr,
+                             const uint8_t secret[LOOM_SECRET_BYTES], int timeout_s) {
   struct root_state *st = calloc(1, sizeof *st);
   if (st != NULL)
     st->pending = calloc(ROOT_MAX_PENDING, sizeof *st->pending);
   if (st == NULL || st->pending == NULL) {
     free(st);
+    close(listen_fd);
     return loom_error(loomSystemError, LOOM_LOG_BOOTSTRAP,
                       "out of memory starting the bootstrap root");
   }
-  loomResult_t res = loom_socket_listen(bind_addr, &st->listen_fd, bound);
-  if (res != loomSuccess) {
-    free(st->pending);
-    free(st);
-    return res;
-  }
+  st->listen_fd = listen_fd;
   memcpy(st->secret, secret, LOOM_SECRET_BYTES);
   st->timeout_s = timeout_s;
-  loom_sockaddr_str(bound, st->addr_text, sizeof st->addr_text);
+  loom_sockaddr_str(addr, st->addr_text, sizeof st->addr_text);
   pthread_t tid;
   pthread_attr_t attr;
   int err = pthread_attr_init(&attr);

@@ -203,6 +203,8 @@ const char *loom_notice_text(int kind) {
     return "made a call that does not match this one";
   case LOOM_NOTICE_LATE:
     return "waits for a late rank";
+  case LOOM_NOTICE_REVOKE:
+    return "revoked its communicator";
   default:
     return "failed or exited";
   }
@@ -240,7 +242,7 @@ int loom_notice_decode(const uint8_t in[LOOM_NOTICE_BYTES], struct loom_notice *
   for (int i = 0; i < 4; i++)
     *w[i] = (uint64_t)loom_get_u32(in + 12 + 8 * i) << 32 | loom_get_u32(in + 16 + 8 * i);
   if (n->suspect < 0 || n->reporter < 0 || n->kind < LOOM_NOTICE_DIED ||
-      n->kind > LOOM_NOTICE_LATE)
+      n->kind > LOOM_NOTICE_REVOKE)
     return -1;
   return 0;
 }

@@ -130,6 +130,7 @@ enum loom_notice_kind {
    * LOOM_STRAGGLER_WARN_MS (engine/straggler.c); readers that do not wait
    * in that call drop it. */
   LOOM_NOTICE_LATE = 5,
+  LOOM_NOTICE_REVOKE = 6, /* it called loomCommRevoke (api/shrink.c) */
 };
 #define LOOM_NOTICE_BYTES 44
 struct loom_notice {

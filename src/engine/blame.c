@@ -51,8 +51,9 @@ static int better_diagnosis(const struct loom_notice *nt, const struct loom_noti
   case LOOM_NOTICE_MISMATCH:
     return nt->kind != LOOM_NOTICE_MISMATCH;
   case LOOM_NOTICE_DIED:
-    return nt_guess || nt->kind == LOOM_NOTICE_TIMEOUT || nt->kind == LOOM_NOTICE_ABORT;
-  default: /* abort */
+    return nt_guess || nt->kind == LOOM_NOTICE_TIMEOUT || nt->kind == LOOM_NOTICE_ABORT ||
+           nt->kind == LOOM_NOTICE_REVOKE;
+  default: /* abort, revoke */
     return !heard_before && (nt_guess || nt->kind == LOOM_NOTICE_TIMEOUT);
   }
 }

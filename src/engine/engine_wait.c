@@ -51,7 +51,8 @@ static int idle_ends(struct loom_engine_task *r) {
   struct loom_engine *e = r->e;
   if (atomic_load_explicit(e->abort_flag, memory_order_acquire)) {
     loom_engine_end(r, loom_error(loomRemoteError, LOOM_LOG_COLL,
-                                  "rank %d: %s interrupted: the communicator was aborted",
+                                  "rank %d: %s interrupted: the communicator was aborted or "
+                                  "revoked on this rank",
                                   e->rank, r->op->name));
     return 1;
   }

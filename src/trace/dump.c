@@ -106,6 +106,8 @@ const char *loom_trace_coll_name(int coll) {
     return "commSplit";
   if (coll == LOOM_TRACE_FINALIZE)
     return "commFinalize";
+  if (coll == LOOM_TRACE_SHRINK)
+    return "commShrink";
   return loom_coll_name((enum loom_coll)coll);
 }
 

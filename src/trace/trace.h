@@ -50,6 +50,7 @@ struct loom_trace_call {
 };
 #define LOOM_TRACE_SPLIT 100
 #define LOOM_TRACE_FINALIZE 101
+#define LOOM_TRACE_SHRINK 102
 
 /* One call, 192 bytes, cache-line aligned: a record touches 3 lines, and
  * the next entry's are prefetched, so a call on a ring larger than the

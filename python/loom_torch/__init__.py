@@ -16,11 +16,25 @@ import torch.distributed as dist
 
 from . import _C
 
-__all__ = ["ProcessGroupLoom", "BACKEND_NAME", "loom_version"]
+__all__ = ["ProcessGroupLoom", "BACKEND_NAME", "loom_version", "shrink"]
 
 BACKEND_NAME = "loom"
 ProcessGroupLoom = _C.ProcessGroupLoom
 loom_version = _C.loom_version
+
+
+def shrink(exclude_ranks, group=None, abort=True):
+    """After a rank died: a process group of ``group``'s ranks (default: the
+    world) without ``exclude_ranks`` (ranks of ``group``), in order, made
+    without the store (loomCommShrink).  Every surviving rank calls it with
+    the same list; an excluded rank that calls gets None.  ``abort=True``
+    first revokes ``group``, so work stuck on the dead rank ends at once.
+    Use the new group with ``group=`` (or its methods); ``group`` is left
+    for destruction.  See docs/torch.md."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    if not isinstance(pg, ProcessGroupLoom):  # PyTorch 2.x wraps the backend
+        pg = pg._get_backend(torch.device("cpu"))
+    return pg.shrink([int(r) for r in exclude_ranks], abort)
 
 
 def _create_process_group(store, rank, world_size, timeout):

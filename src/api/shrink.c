@@ -110,7 +110,7 @@ static loomResult_t shrink_id(const loomComm_t comm, const uint8_t *excluded, in
  * wait, then the id, the new rank and size; the lowest survivor serves the
  * rendezvous. */
 static loomResult_t prepare(loomComm_t comm, const uint8_t *excluded, int *newrank, int *newn,
-                            loomUniqueId *id) {
+                            int *lowest_out, loomUniqueId *id) {
   int lowest = -1;
   *newrank = -1;
   *newn = 0;
@@ -123,6 +123,7 @@ static loomResult_t prepare(loomComm_t comm, const uint8_t *excluded, int *newra
       *newrank = *newn;
     (*newn)++;
   }
+  *lowest_out = lowest;
   LOOM_CHECK(shrink_id(comm, excluded, lowest, id));
   if (lowest != comm->rank)
     return loomSuccess;
@@ -138,8 +139,8 @@ static loomResult_t prepare(loomComm_t comm, const uint8_t *excluded, int *newra
 }
 
 /* Unset config fields take the parent's timeout and "<parent>.shrink<N>". */
-static loomResult_t init_survivors(loomComm_t comm, int newn, int newrank, loomUniqueId id,
-                                   loomConfig_t *config, loomComm_t *newcomm) {
+static loomResult_t init_survivors(loomComm_t comm, int newn, int newrank, int lowest,
+                                   loomUniqueId id, loomConfig_t *config, loomComm_t *newcomm) {
   loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
   if (config != NULL)
     memcpy(&cfg, config, config->size < sizeof cfg ? config->size : sizeof cfg);
@@ -155,10 +156,11 @@ static loomResult_t init_survivors(loomComm_t comm, int newn, int newrank, loomU
   if (res != loomSuccess && res != loomInProgress) {
     char text[1200];
     snprintf(text, sizeof text,
-             "%s (loomCommShrink: every surviving rank must call it with the same "
-             "excludeRanks, and after the same number of earlier shrinks of this "
-             "communicator)",
-             loom_last_error());
+             "%s (loomCommShrink: the survivors meet at parent rank %d, the lowest not "
+             "excluded, and are numbered in parent order; every surviving rank must call "
+             "it with the same excludeRanks, after the same number of earlier shrinks of "
+             "this communicator)",
+             loom_last_error(), lowest);
     loom_set_last_error(text);
   }
   return res;
@@ -188,7 +190,7 @@ loomResult_t loomCommShrink(loomComm_t comm, const int *excludeRanks, int nExclu
   loomResult_t res = read_excluded(comm, excludeRanks, nExclude, excluded);
   if (res == loomSuccess && flags == LOOM_SHRINK_ABORT)
     res = loomCommRevoke(comm);
-  int newrank = -1, newn = 0;
+  int newrank = -1, newn = 0, lowest = -1;
   loomUniqueId id;
   if (res == loomSuccess) {
     loom_comm_wait_tasks(comm);
@@ -196,7 +198,7 @@ loomResult_t loomCommShrink(loomComm_t comm, const int *excludeRanks, int nExclu
     uint64_t trace_id = loom_comm_trace_op(comm, LOOM_TRACE_SHRINK);
     comm->shrinks++;
     if (!excluded[comm->rank])
-      res = prepare(comm, excluded, &newrank, &newn, &id);
+      res = prepare(comm, excluded, &newrank, &newn, &lowest, &id);
     loom_comm_trace_op_ended(comm, trace_id, res);
     pthread_mutex_unlock(&comm->op_lock);
   }
@@ -205,5 +207,5 @@ loomResult_t loomCommShrink(loomComm_t comm, const int *excludeRanks, int nExclu
     return res;
   LOOM_INFO(LOOM_LOG_INIT, "comm %s: rank %d shrinks to rank %d of %d (%d excluded)", comm->name,
             comm->rank, newrank, newn, nExclude);
-  return init_survivors(comm, newn, newrank, id, config, newcomm);
+  return init_survivors(comm, newn, newrank, lowest, id, config, newcomm);
 }

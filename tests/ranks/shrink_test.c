@@ -17,6 +17,9 @@
  *                 call is refused, and the others' first call that waits
  *                 on rank 0 fails at once naming it; then all shrink
  *                 excluding no one and verify
+ *   --die-in-shrink D  rank 3 is killed; the survivors shrink, but rank D
+ *                 dies instead of calling: every other survivor fails
+ *                 within the bootstrap timeout, naming where they met
  *   --bad-args    invalid arguments give loomInvalidArgument with a message
  *                 and leave the communicator working
  *   --disagree    rank 0 excludes the last rank, the others exclude no one:
@@ -148,6 +151,33 @@ static void kill_and_shrink(int victim) {
   CHECK_LOOM(loomCommDestroy(comm));
   printf("rank %d: kill ok: rank %d died, shrank to %d ranks in %.3f s, %d verified calls\n",
          rank, victim, m, shrink_s, calls);
+}
+
+static void die_in_shrink(int deserter) {
+  loomComm_t comm = init_comm(20000), out;
+  int victim = 3;
+  verified_allreduce(comm, 1000, loomFloat32, loomSum);
+  if (rank == victim)
+    raise(SIGKILL);
+  float x[100] = {0};
+  loomResult_t res = loomSuccess;
+  for (int it = 0; res == loomSuccess && it < 1000; it++)
+    res = loomAllReduce(x, x, 100, loomFloat32, loomSum, comm, NULL);
+  if (res == loomSuccess)
+    FAIL("no error although rank %d was killed", victim);
+  if (rank == deserter)
+    raise(SIGKILL);
+  uint64_t t0 = loom_now_ns();
+  res = loomCommShrink(comm, &victim, 1, &out, NULL, LOOM_SHRINK_ABORT);
+  double waited = elapsed_s(t0);
+  if (res == loomSuccess)
+    FAIL("the shrink succeeded without rank %d", deserter);
+  if (strstr(loomGetLastError(NULL), "meet at parent rank 0") == NULL)
+    FAIL("the error does not say where the survivors meet: %s", loomGetLastError(NULL));
+  if (waited > 4.0 + 5.0)
+    FAIL("failing took %.1f s (LOOM_BOOTSTRAP_TIMEOUT 4 s)", waited);
+  CHECK_LOOM(loomCommDestroy(comm));
+  printf("rank %d: die-in-shrink ok after %.1f s: %s\n", rank, waited, loomGetLastError(NULL));
 }
 
 static void healthy(void) {
@@ -311,6 +341,8 @@ int main(int argc, char **argv) {
     FAIL("at most 64 ranks");
   if (argc >= 3 && strcmp(argv[1], "--kill") == 0)
     kill_and_shrink(atoi(argv[2]));
+  else if (argc >= 3 && strcmp(argv[1], "--die-in-shrink") == 0)
+    die_in_shrink(atoi(argv[2]));
   else if (argc >= 2 && strcmp(argv[1], "--healthy") == 0)
     healthy();
   else if (argc >= 2 && strcmp(argv[1], "--revoke") == 0)
@@ -320,6 +352,6 @@ int main(int argc, char **argv) {
   else if (argc >= 2 && strcmp(argv[1], "--disagree") == 0)
     disagree();
   else
-    FAIL("usage: shrink_test --kill K | --healthy | --revoke | --bad-args | --disagree");
+    FAIL("usage: shrink_test --kill K | --die-in-shrink D | --healthy | --revoke | --bad-args | --disagree");
   return 0;
 }

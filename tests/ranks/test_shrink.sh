@@ -4,7 +4,8 @@
 # shared memory and over TCP; shrinks with no failure (twice from one
 # parent, and of a shrunk communicator); loomCommRevoke ending a blocked
 # call on this rank and the others' calls; bad arguments; survivors that
-# disagree on whom to exclude failing within the bootstrap timeout.
+# disagree on whom to exclude, or a survivor dying during the shrink,
+# failing within the bootstrap timeout.
 . "$(dirname "$0")/lib.sh"
 ST="$TESTBIN/ranks/shrink_test"
 for shm_off in 0 1; do
@@ -26,6 +27,12 @@ run_ranks 3 120 "$ST" --revoke
 expect_count ": revoke ok" 3 "loomCommRevoke ends a blocked call, the others fail naming the revoker, then a shrink"
 run_ranks 2 60 "$ST" --bad-args
 expect_count ": bad-args ok" 2 "invalid shrink arguments: loomInvalidArgument, communicator intact"
+# a survivor dies instead of shrinking: a member (1), then the rank where
+# the survivors meet (0); the others fail within the bootstrap timeout
+for d in 1 0; do
+  LOOM_BOOTSTRAP_TIMEOUT=4 run_ranks_keep 4 60 "$ST" --die-in-shrink $d
+  expect_count ": die-in-shrink ok" 2 "rank $d dies during a shrink: the 2 others fail within the bootstrap timeout"
+done
 LOOM_BOOTSTRAP_TIMEOUT=4 run_ranks_keep 3 60 "$ST" --disagree
 expect_count ": disagree ok" 3 "survivors disagreeing on the excluded set all fail, saying why"
 check_no_leftovers shrink_test

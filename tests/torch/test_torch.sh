@@ -8,7 +8,8 @@
 #                    tolerance on 3 and 4; with fp16_compress_hook too
 #   torch_faults.py  a late rank (wait with a timeout), a stuck rank (an
 #                    error naming it after the group's timeout, no hang) and
-#                    a dead rank
+#                    a dead rank; survivors of a dead rank carrying on in
+#                    a group made by loom_torch.shrink
 #   torch_exit.py    processes that raise or exit with work in flight exit
 #                    with their own status, never hang or die of a signal
 #   the example      examples/torch/train_ddp.py, both models, losses equal
@@ -49,6 +50,7 @@ for n in 2 3 4; do run_py "$n" 90 torch_ddp.py; done
 run_py 2 30 torch_faults.py --scenario late
 run_py 3 40 torch_faults.py --scenario stuck
 run_py 2 30 torch_faults.py --scenario dead
+run_py 4 60 torch_faults.py --scenario shrink
 LOOM_STRAGGLER_WARN_MS=400 run_py 3 30 torch_faults.py --scenario straggler
 
 # Exits: a rank that raises mid-training, ranks that sys.exit(10) with work

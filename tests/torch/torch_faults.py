@@ -9,6 +9,10 @@
                     every process exits.
   --scenario dead   the last rank exits abruptly: the others get a
                     RuntimeError naming it long before the timeout.
+  --scenario shrink rank 2 of 4 exits abruptly: the others' all_reduce
+                    raises naming it, loom_torch.shrink([2]) gives them a
+                    group of 3 (ranks in order) with no store, and
+                    all_reduce and all_gather on it give exact results.
   --scenario straggler  (with LOOM_STRAGGLER_WARN_MS=400) the last rank
                     joins an all_reduce 1.5 s late: each other rank gets
                     one RuntimeWarning naming it; the late rank gets none.
@@ -124,8 +128,37 @@ def dead(args, c):
     dist.destroy_process_group()
 
 
+def shrink(args, c):
+    harness.init(args, "loom", timeout_s=60)
+    r, n = args.rank, args.nranks
+    victim = 2
+    dist.barrier()
+    if r == victim:
+        print("rank %d: %d checks passed (exiting abruptly)" % (r, c.count), flush=True)
+        os._exit(0)
+    c.raises(lambda: dist.all_reduce(torch.ones(100)), "rank %d" % victim,
+             "all_reduce after rank %d died" % victim)
+    start = time.monotonic()
+    group = loom_torch.shrink([victim])
+    c.true(time.monotonic() - start < 10, "the shrink took %.2f s" % (time.monotonic() - start))
+    members = [q for q in range(n) if q != victim]
+    c.true(group.size() == n - 1 and group.rank() == members.index(r),
+           "rank %d of %d in the shrunk group" % (group.rank(), group.size()))
+    for count in (1, 1000, 1 << 18):
+        x = torch.full((count,), float(r + 1))
+        dist.all_reduce(x, group=group)
+        c.equal(x, torch.full((count,), float(sum(q + 1 for q in members))),
+                "all_reduce of %d floats on the shrunk group" % count)
+    got = [torch.zeros(2, dtype=torch.int64) for _ in members]
+    dist.all_gather(got, torch.tensor([r, r * r]), group=group)
+    c.equal(torch.stack(got), torch.tensor([[q, q * q] for q in members]),
+            "all_gather on the shrunk group: the survivors in order")
+    del group
+    dist.destroy_process_group()
+
+
 def main(args, c):
-    {"late": late, "stuck": stuck, "dead": dead,
+    {"late": late, "stuck": stuck, "dead": dead, "shrink": shrink,
      "straggler": straggler}[scenario(args)](args, c)
 
 

@@ -135,6 +135,17 @@ ProcessGroupLoom::ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store> &store,
   config.timeout_ms = timeout_ms_of(timeout);
   config.commName = "torch";
   check_loom(loomCommInitRankConfig(&comm_, size, id, rank, &config), "init");
+  start();
+}
+
+ProcessGroupLoom::ProcessGroupLoom(loomComm_t comm, int rank, int size,
+                                   std::chrono::milliseconds timeout)
+    : BackendBase(rank, size), comm_(comm), timeout_(timeout),
+      inline_bytes_(inline_bytes_setting()) {
+  start();
+}
+
+void ProcessGroupLoom::start() {
   loomCommSetStragglerCallback(comm_, on_straggler, nullptr);
   loomResult_t res = loomStreamCreate(&stream_);
   if (res != loomSuccess) {
@@ -162,6 +173,30 @@ ProcessGroupLoom::~ProcessGroupLoom() {
   else
     loomCommAbort(comm_);  // broken: tell the peers and free it at once
   loomStreamDestroy(stream_);
+}
+
+c10::intrusive_ptr<ProcessGroupLoom> ProcessGroupLoom::shrink(const std::vector<int64_t> &exclude,
+                                                              bool abort) {
+  std::vector<int> ranks;
+  for (int64_t r : exclude) {
+    TORCH_CHECK(r >= 0 && r < size_, "loom shrink: rank ", r, " is not in a group of ", size_);
+    ranks.push_back(static_cast<int>(r));
+  }
+  loomConfig_t config = LOOM_CONFIG_INITIALIZER;
+  config.timeout_ms = timeout_ms_of(timeout_);
+  loomComm_t comm = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(queue_mutex_);
+    check_loom(loomCommShrink(comm_, ranks.data(), static_cast<int>(ranks.size()), &comm, &config,
+                              abort ? LOOM_SHRINK_ABORT : LOOM_SHRINK_DEFAULT),
+               "shrink");
+  }
+  if (comm == nullptr)
+    return {};  // this rank was excluded
+  int rank = 0, size = 0;
+  loomCommUserRank(comm, &rank);
+  loomCommCount(comm, &size);
+  return c10::make_intrusive<ProcessGroupLoom>(comm, rank, size, timeout_);
 }
 
 c10::intrusive_ptr<WorkLoom> ProcessGroupLoom::make_work(c10d::OpType type, const char *name,

@@ -45,7 +45,17 @@ class ProcessGroupLoom : public BackendBase {
   // group's `timeout` becomes the communicator's timeout_ms.
   ProcessGroupLoom(const c10::intrusive_ptr<c10d::Store> &store, int rank, int size,
                    std::chrono::milliseconds timeout);
+  // A group around a communicator made already (shrink): takes it.
+  ProcessGroupLoom(loomComm_t comm, int rank, int size, std::chrono::milliseconds timeout);
   ~ProcessGroupLoom() override;
+
+  // loomCommShrink: a group of this group's ranks without `exclude` (group
+  // ranks), in order, made without the store; `abort` revokes this group
+  // first (LOOM_SHRINK_ABORT) so work stuck on a dead rank ends at once.
+  // Every surviving rank calls it with the same list; an excluded rank
+  // that calls gets nullptr (None).  This group stays usable only for
+  // destruction.
+  c10::intrusive_ptr<ProcessGroupLoom> shrink(const std::vector<int64_t> &exclude, bool abort);
 
   const std::string getBackendName() const override { return "loom"; }
 
@@ -126,6 +136,9 @@ class ProcessGroupLoom : public BackendBase {
   WorkPtr submit_group(const c10::intrusive_ptr<WorkLoom> &work, const char *op, size_t n,
                        const std::function<loomResult_t(size_t)> &call);
   void check_peer(int peer, const char *op) const;
+  // What both constructors do once comm_ is made: the straggler callback,
+  // the stream, and the live-group list.
+  void start();
 
   loomComm_t comm_ = nullptr;
   loomStream_t stream_ = nullptr;

@@ -27,6 +27,10 @@ PYBIND11_MODULE(_C, m) {
            }),
            py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>())
+      .def("shrink", &ProcessGroupLoom::shrink, py::arg("exclude_ranks"), py::arg("abort") = true,
+           "a group of this group's ranks without exclude_ranks, made without the store "
+           "(loomCommShrink); None on an excluded rank",
+           py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("timeout", &ProcessGroupLoom::timeout,
                              "the group's timeout, which is the communicator's timeout_ms");
 

@@ -1,6 +1,7 @@
 #!/bin/bash
-# A rank killed mid-run, a stalled rank, mismatched calls, abort: every
-# other rank returns an error naming the culprit, promptly; nothing hangs.
+# A rank killed mid-run, a stalled rank, mismatched calls, abort; a rank
+# dying in a split or a group, a rank frozen by SIGSTOP: every other rank
+# returns an error naming the culprit, promptly; nothing hangs.
 . "$(dirname "$0")/lib.sh"
 FT="$TESTBIN/ranks/fault_test"
 kill_case() { # n victim
@@ -32,5 +33,18 @@ for shm_off in 0 1; do
   expect_count "abort ended the blocked collective" 1 "loomCommAbort from another thread"
 done
 unset LOOM_SHM_DISABLE
+# Other phases (phase_test.c): a rank dying instead of splitting, inside a
+# group before its end, and a rank frozen by SIGSTOP (over shared memory
+# and TCP); every survivor names it within its bound.
+PT="$TESTBIN/ranks/phase_test"
+LOOM_BOOTSTRAP_TIMEOUT=5 run_ranks_keep 4 60 "$PT" --die-in split 2
+expect_count ": split ok after" 3 "rank 2 dies instead of splitting: the 3 others' split fails naming it"
+run_ranks_keep 4 60 "$PT" --die-in group 1
+expect_count ": group ok after" 3 "rank 1 dies inside a group: the 3 others' loomGroupEnd fails naming it"
+for shm_off in 0 1; do
+  LOOM_SHM_DISABLE=$shm_off run_ranks_keep 4 60 "$PT" --sigstop 2
+  expect_count ": sigstop ok after" 3 "rank 2 stopped by SIGSTOP (LOOM_SHM_DISABLE=$shm_off): the 3 others time out naming it within 1.5 + 5 s"
+done
+check_no_leftovers phase_test
 check_no_leftovers fault_test
 finish

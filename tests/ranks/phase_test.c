@@ -1,0 +1,132 @@
+/*
+ * phase_test — a rank that fails in a phase other than a plain collective
+ * (fault_test.c has those), one scenario per run:
+ *
+ *   --die-in split K   rank K dies (SIGKILL) instead of calling
+ *                      loomCommSplit: every other rank's split fails
+ *                      naming it, within LOOM_BOOTSTRAP_TIMEOUT + 5 s
+ *   --die-in group K   rank K dies after loomGroupStart, before
+ *                      loomGroupEnd, while the others' group (three fused
+ *                      all-reduces, a large all-reduce and a ring
+ *                      send/recv) waits on it: they fail naming it
+ *   --sigstop K        rank K stops (SIGSTOP) in the middle of a sweep:
+ *                      its process is alive but frozen, its sockets open;
+ *                      the others time out (timeout_ms 1500) naming it,
+ *                      then rank 0 kills it (its pid came by all-gather)
+ * Each surviving rank prints "rank R: <scenario> ok after S s: <error>".
+ */
+#include "core/timeutil.h"
+#include "loom.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int rank, nranks;
+#define TEST_NAME "phase_test"
+#include "rankcheck.h"
+
+static double elapsed_s(uint64_t since) { return (double)(loom_now_ns() - since) / 1e9; }
+
+static loomComm_t init_comm(int timeout_ms) {
+  loomUniqueId id;
+  CHECK_LOOM(loomGetUniqueId(&id));
+  loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
+  cfg.timeout_ms = timeout_ms;
+  loomComm_t comm;
+  CHECK_LOOM(loomCommInitRankConfig(&comm, nranks, id, rank, &cfg));
+  return comm;
+}
+
+/* The failure must name `who`, come within `limit_s`, and be an error. */
+static void expect_failure(loomResult_t res, int who, double waited, double limit_s,
+                           const char *what) {
+  if (res == loomSuccess)
+    FAIL("%s succeeded although rank %d is gone", what, who);
+  char want[32];
+  snprintf(want, sizeof want, "rank %d ", who);
+  if (strstr(loomGetLastError(NULL), want) == NULL)
+    FAIL("%s: the error does not name rank %d: %s", what, who, loomGetLastError(NULL));
+  if (waited > limit_s)
+    FAIL("%s took %.1f s to fail (limit %.1f s)", what, waited, limit_s);
+  printf("rank %d: %s ok after %.2f s: %s\n", rank, what, waited, loomGetLastError(NULL));
+}
+
+static void die_in_split(int victim) {
+  loomComm_t comm = init_comm(20000), sub;
+  float x[256] = {0};
+  CHECK_LOOM(loomAllReduce(x, x, 256, loomFloat32, loomSum, comm, NULL));
+  if (rank == victim)
+    raise(SIGKILL);
+  uint64_t t0 = loom_now_ns();
+  loomResult_t res = loomCommSplit(comm, rank % 2, rank, &sub, NULL);
+  int bootstrap_s = atoi(getenv("LOOM_BOOTSTRAP_TIMEOUT") ? getenv("LOOM_BOOTSTRAP_TIMEOUT")
+                                                          : "120");
+  expect_failure(res, victim, elapsed_s(t0), bootstrap_s + 5.0, "split");
+  loomCommAbort(comm);
+}
+
+static void die_in_group(int victim) {
+  loomComm_t comm = init_comm(20000);
+  size_t big = 1 << 20;
+  float small[3][64], *a = calloc(big, sizeof *a), *s = calloc(4096, sizeof *s),
+                      *r = calloc(4096, sizeof *r);
+  memset(small, 0, sizeof small);
+  CHECK_LOOM(loomAllReduce(a, a, big, loomFloat32, loomSum, comm, NULL));
+  CHECK_LOOM(loomGroupStart());
+  for (int i = 0; i < 3; i++)
+    CHECK_LOOM(loomAllReduce(small[i], small[i], 64, loomFloat32, loomSum, comm, NULL));
+  CHECK_LOOM(loomAllReduce(a, a, big, loomFloat32, loomSum, comm, NULL));
+  CHECK_LOOM(loomSend(s, 4096, loomFloat32, (rank + 1) % nranks, comm, NULL));
+  CHECK_LOOM(loomRecv(r, 4096, loomFloat32, (rank + nranks - 1) % nranks, comm, NULL));
+  if (rank == victim)
+    raise(SIGKILL); /* inside the group, before its end posts anything */
+  uint64_t t0 = loom_now_ns();
+  loomResult_t res = loomGroupEnd();
+  expect_failure(res, victim, elapsed_s(t0), 10.0, "group");
+  loomCommAbort(comm);
+  free(a);
+  free(s);
+  free(r);
+}
+
+static void sigstop(int victim) {
+  loomComm_t comm = init_comm(1500);
+  int64_t pid = getpid(), pids[64];
+  CHECK_LOOM(loomAllGather(&pid, pids, 1, loomInt64, comm, NULL));
+  size_t count = 1 << 16;
+  float *a = calloc(count, sizeof *a);
+  loomResult_t res = loomSuccess;
+  uint64_t last_ok = loom_now_ns();
+  for (int it = 0; res == loomSuccess && it < 100000; it++) {
+    if (rank == victim && it == 5)
+      raise(SIGSTOP); /* frozen, sockets and segments held, until killed */
+    res = loomAllReduce(a, a, count, loomFloat32, loomSum, comm, NULL);
+    if (res == loomSuccess)
+      last_ok = loom_now_ns();
+  }
+  free(a);
+  double waited = elapsed_s(last_ok);
+  if (rank == 0 || (victim == 0 && rank == 1))
+    kill((pid_t)pids[victim], SIGKILL);
+  expect_failure(res, victim, waited, 1.5 + 5.0, "sigstop");
+  loomCommAbort(comm);
+}
+
+int main(int argc, char **argv) {
+  rank = atoi(getenv("LOOM_RANK") ? getenv("LOOM_RANK") : "0");
+  nranks = atoi(getenv("LOOM_NRANKS") ? getenv("LOOM_NRANKS") : "1");
+  if (nranks > 64 || nranks < 2)
+    FAIL("2 to 64 ranks");
+  if (argc >= 4 && strcmp(argv[1], "--die-in") == 0 && strcmp(argv[2], "split") == 0)
+    die_in_split(atoi(argv[3]));
+  else if (argc >= 4 && strcmp(argv[1], "--die-in") == 0 && strcmp(argv[2], "group") == 0)
+    die_in_group(atoi(argv[3]));
+  else if (argc >= 3 && strcmp(argv[1], "--sigstop") == 0)
+    sigstop(atoi(argv[2]));
+  else
+    FAIL("usage: phase_test --die-in split|group K | --sigstop K");
+  return 0;
+}

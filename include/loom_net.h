@@ -112,11 +112,15 @@ struct loom_net_properties {
  * plugins leave peek NULL. */
 struct loom_peek_ops;
 
+/* The largest address blob a transport may have (addr_bytes): every
+ * rank's travels to every rank at init. */
+#define LOOM_NET_ADDR_MAX 1024
+
 struct loom_transport {
   const char *name;
   int api_version;
   size_t struct_size; /* sizeof(struct loom_transport) where the table was built */
-  size_t addr_bytes;
+  size_t addr_bytes; /* 1 to LOOM_NET_ADDR_MAX */
   loomResult_t (*init)(const struct loom_transport_comm *info, void **ctx,
                        void *addr);
   /* addrs: nranks blobs of addr_bytes, indexed by rank.  conns[i] receives

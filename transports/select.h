@@ -61,6 +61,18 @@ loomResult_t loom_net_transport(const struct loom_net_choice *c, const struct lo
 /* net_plugin.c: loads libloom-net-NAME.so once per process (it stays
  * loaded) and checks its vtable. */
 loomResult_t loom_net_plugin_load(const char *name, const struct loom_transport **out);
+/* net_plugin_check.c: a plugin name is 1 to LOOM_NET_PLUGIN_NAME_MAX
+ * letters, digits, '_', '-' or '.', not starting with '.' or '-' (so no
+ * path); 1 when `name` is one. */
+#define LOOM_NET_PLUGIN_NAME_MAX 64
+int loom_net_plugin_name_ok(const char *name);
+/* The exported table (`file` names it in errors): this API version, a
+ * struct_size covering version 5's members, and every required member;
+ * loomInvalidArgument saying what is wrong. */
+loomResult_t loom_net_plugin_check(const char *file, const struct loom_transport *t);
+/* Loom's copy of a checked table: the members the plugin's struct_size
+ * covers, the rest NULL, peek NULL; NULL when out of memory. */
+struct loom_transport *loom_net_plugin_copy(const struct loom_transport *t);
 
 /* devices.c: whether the kernel shows an RDMA device (/sys/class/infiniband)
  * or, for libfabric, any fabric hardware (that, /sys/class/cxi, /dev/cxi*,

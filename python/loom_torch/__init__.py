@@ -16,7 +16,7 @@ import torch.distributed as dist
 
 from . import _C
 
-__all__ = ["ProcessGroupLoom", "BACKEND_NAME", "loom_version", "shrink"]
+__all__ = ["ProcessGroupLoom", "BACKEND_NAME", "loom_version", "shrink", "dump"]
 
 BACKEND_NAME = "loom"
 ProcessGroupLoom = _C.ProcessGroupLoom
@@ -31,10 +31,22 @@ def shrink(exclude_ranks, group=None, abort=True):
     first revokes ``group``, so work stuck on the dead rank ends at once.
     Use the new group with ``group=`` (or its methods); ``group`` is left
     for destruction.  See docs/torch.md."""
+    return _backend(group).shrink([int(r) for r in exclude_ranks], abort)
+
+
+def _backend(group):
     pg = group if group is not None else dist.distributed_c10d._get_default_group()
     if not isinstance(pg, ProcessGroupLoom):  # PyTorch 2.x wraps the backend
         pg = pg._get_backend(torch.device("cpu"))
-    return pg.shrink([int(r) for r in exclude_ranks], abort)
+    return pg
+
+
+def dump(path=None, group=None):
+    """Writes ``group``'s (default: the world's) flight recorder as JSON to
+    ``path``, or with None into LOOM_TRACE_DUMP_DIR as
+    loom-trace.<comm>.<rank>.json, for ``loom-trace DIR`` (loomCommDump;
+    any thread, also while operations run).  See docs/debugging.md."""
+    _backend(group).dump(path or "")
 
 
 def _create_process_group(store, rank, world_size, timeout):

@@ -44,7 +44,7 @@ for harness in "$srcdir"/tests/fuzz/fuzz_*.c; do
   corpus_name=${name#fuzz_}
   bin="$work/$name"
   # shellcheck disable=SC2086
-  clang $flags -fsanitize=fuzzer -D_GNU_SOURCE -I"$srcdir/include" -I"$srcdir/src" -I"$work/lib" \
+  clang $flags -fsanitize=fuzzer -D_GNU_SOURCE -I"$srcdir/include" -I"$srcdir/src" -I"$srcdir/transports" -I"$work/lib" \
     "$harness" "$lib" $libs -o "$bin" || { echo "FAIL: building $name"; failed=1; continue; }
   scratch="$work/corpus-$corpus_name"
   rm -rf "$scratch" && mkdir -p "$scratch"

@@ -1,7 +1,8 @@
 #!/bin/bash
 # Who may join a job (docs/security.md): two jobs given one LOOM_COMM_ID
 # never compute together; a process that does not know the job's secret
-# cannot join, inject a rank table, or starve the root with a flood; a
+# cannot join, inject a rank table, replay a captured hello, or starve
+# the root with a flood; a
 # port held by another program is named as such; loomCommAbort ends a
 # pending non-blocking init at once.  Every wait is bounded.
 . "$(dirname "$0")/lib.sh"
@@ -87,6 +88,24 @@ else
   expect_count "rank 1 dropped [0-9]* incoming connections in all" 1 "slow-loris: the rest counted, summed once"
   printf '  %s\n' "$(cat "$tmp/trickle" | tr '\n' ' ')" "$(grep 'in all' <<<"$out")"
 fi
+
+# ---- a captured hello replayed -------------------------------------------------
+# Rank 1 reaches the root through a man in the middle (replay.py), which
+# sends rank 1's proof and hello again on a connection of its own: the
+# root's challenge differs per connection, so the copy must be refused,
+# and the genuine one still admitted.
+port=$(free_port); pport=$(free_port)
+"$PY" "$(dirname "$0")/replay.py" "$pport" 127.0.0.1 "$port" >"$tmp/replay" 2>&1 &
+replay_pid=$!
+sleep 0.3
+LOOM_COMM_ID=127.0.0.1:$port JOB_VALUE=7 run_ranks 2 60 sh -c \
+  '[ "$LOOM_RANK" = 1 ] && LOOM_COMM_ID=127.0.0.1:'"$pport"' && export LOOM_COMM_ID; exec "$0"' "$JP"
+wait $replay_pid
+expect_count "job 7 sum 21 (expected 21)" 2 "the job completes through the man in the middle"
+expect_count "dropped connection from .*wrong proof" 1 "the root drops the replayed hello (logged)"
+out=$(cat "$tmp/replay")
+expect_count "^replay refused: error frame" 1 "a replayed authenticated hello is refused with an error frame"
+expect_count "relayed the genuine hello" 1 "the genuine hello went through afterwards"
 
 # ---- the port held by another program ---------------------------------------
 port=$(free_port)

@@ -12,7 +12,8 @@
   --scenario shrink rank 2 of 4 exits abruptly: the others' all_reduce
                     raises naming it, loom_torch.shrink([2]) gives them a
                     group of 3 (ranks in order) with no store, and
-                    all_reduce and all_gather on it give exact results.
+                    all_reduce and all_gather on it give exact results;
+                    loom_torch.dump writes both groups' flight recorders.
   --scenario straggler  (with LOOM_STRAGGLER_WARN_MS=400) the last rank
                     joins an all_reduce 1.5 s late: each other rank gets
                     one RuntimeWarning naming it; the late rank gets none.
@@ -21,8 +22,11 @@ Run by test_torch.sh: torch_faults.py --launch N --scenario S.
 """
 
 import datetime
+import json
 import os
+import shutil
 import sys
+import tempfile
 import time
 import warnings
 
@@ -153,6 +157,25 @@ def shrink(args, c):
     dist.all_gather(got, torch.tensor([r, r * r]), group=group)
     c.equal(torch.stack(got), torch.tensor([[q, q * q] for q in members]),
             "all_gather on the shrunk group: the survivors in order")
+    # The flight recorders, through loom_torch.dump: the old group's ends
+    # with the failed all_reduce and the shrink; the new group's holds the
+    # sweep, all finished.
+    tmp = tempfile.mkdtemp()
+    loom_torch.dump(os.path.join(tmp, "old.json"))
+    loom_torch.dump(os.path.join(tmp, "new.json"), group=group)
+    with open(os.path.join(tmp, "old.json")) as f:
+        old = json.load(f)["entries"]
+    with open(os.path.join(tmp, "new.json")) as f:
+        new = json.load(f)
+    shutil.rmtree(tmp)
+    c.true([(e["coll"], e["state"]) for e in old[-2:]] ==
+           [("allreduce", "failed"), ("commShrink", "finished")],
+           "the old group's dump ends with the failed all_reduce and the shrink: %s" %
+           [(e["coll"], e["state"]) for e in old[-2:]])
+    c.true(new["nranks"] == n - 1 and
+           [(e["coll"], e["state"]) for e in new["entries"]] ==
+           [("allreduce", "finished")] * 3 + [("allgather", "finished")],
+           "the new group's dump holds the sweep")
     del group
     dist.destroy_process_group()
 

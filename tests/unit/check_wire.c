@@ -493,7 +493,7 @@ END_TEST
 
 START_TEST(notice_roundtrip_and_rejects) {
   uint8_t raw[LOOM_NOTICE_BYTES + 1];
-  for (int kind = LOOM_NOTICE_DIED; kind <= LOOM_NOTICE_LATE; kind++) {
+  for (int kind = LOOM_NOTICE_DIED; kind <= LOOM_NOTICE_REVOKE; kind++) {
     struct loom_notice n = {3 + kind, 65536 + kind, kind, {0x0102030405060708ull, 7u + (unsigned)kind},
                             {0xfedcba9876543210ull, 1ull << 63}},
                        m = {-9, -9, -9, {0, 0}, {0, 0}};
@@ -514,7 +514,7 @@ START_TEST(notice_roundtrip_and_rejects) {
   }
   static const struct loom_notice bad[] = {
 #define NOFP {0, 0}, { 0, 0 }
-      {1, 2, 0, NOFP},  {1, 2, LOOM_NOTICE_LATE + 1, NOFP},     {1, 2, -1, NOFP},
+      {1, 2, 0, NOFP},  {1, 2, LOOM_NOTICE_REVOKE + 1, NOFP},     {1, 2, -1, NOFP},
       {-1, 2, 1, NOFP}, {1, -1, 1, NOFP},                       {1, 2, 0x7fffffff, NOFP}};
 #undef NOFP
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {

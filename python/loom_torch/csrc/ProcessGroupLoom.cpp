@@ -199,6 +199,10 @@ c10::intrusive_ptr<ProcessGroupLoom> ProcessGroupLoom::shrink(const std::vector<
   return c10::make_intrusive<ProcessGroupLoom>(comm, rank, size, timeout_);
 }
 
+void ProcessGroupLoom::dump(const std::string &path) {
+  check_loom(loomCommDump(comm_, path.empty() ? nullptr : path.c_str()), "dump");
+}
+
 c10::intrusive_ptr<WorkLoom> ProcessGroupLoom::make_work(c10d::OpType type, const char *name,
                                                          std::vector<at::Tensor> outputs) {
   return c10::make_intrusive<WorkLoom>(rank_, type, name, std::move(outputs), comm_);

@@ -56,6 +56,9 @@ class ProcessGroupLoom : public BackendBase {
   // that calls gets nullptr (None).  This group stays usable only for
   // destruction.
   c10::intrusive_ptr<ProcessGroupLoom> shrink(const std::vector<int64_t> &exclude, bool abort);
+  // loomCommDump: the flight recorder as JSON to `path` (empty: into
+  // LOOM_TRACE_DUMP_DIR); any thread, also while operations run.
+  void dump(const std::string &path);
 
   const std::string getBackendName() const override { return "loom"; }
 

@@ -31,6 +31,10 @@ PYBIND11_MODULE(_C, m) {
            "a group of this group's ranks without exclude_ranks, made without the store "
            "(loomCommShrink); None on an excluded rank",
            py::call_guard<py::gil_scoped_release>())
+      .def("dump", &ProcessGroupLoom::dump, py::arg("path") = std::string(),
+           "the group's flight recorder as JSON to path (empty: into LOOM_TRACE_DUMP_DIR), "
+           "for loom-trace (loomCommDump)",
+           py::call_guard<py::gil_scoped_release>())
       .def_property_readonly("timeout", &ProcessGroupLoom::timeout,
                              "the group's timeout, which is the communicator's timeout_ms");
 

@@ -13,7 +13,15 @@
  *                      its process is alive but frozen, its sockets open;
  *                      the others time out (timeout_ms 1500) naming it,
  *                      then rank 0 kills it (its pid came by all-gather)
- * Each surviving rank prints "rank R: <scenario> ok after S s: <error>".
+ *   --shm-fill PATH    /dev/shm fills up mid-run (rank 0 writes PATH until
+ *                      ENOSPC): the communicator's segments, reserved at
+ *                      init, keep working (verified all-reduces, no
+ *                      SIGBUS); a split's new communicator fails on every
+ *                      rank saying /dev/shm is full; once PATH is removed
+ *                      a split works again.  For a small tmpfs on
+ *                      /dev/shm (test_shm.sh mounts one)
+ * Each surviving rank prints "rank R: <scenario> ok after S s: <error>"
+ * (--shm-fill: "rank R: shm-fill ok: <the split's error>").
  */
 #include "core/timeutil.h"
 #include "loom.h"
@@ -115,6 +123,57 @@ static void sigstop(int victim) {
   loomCommAbort(comm);
 }
 
+static void sum_check(loomComm_t comm, size_t count, const char *when) {
+  int n;
+  CHECK_LOOM(loomCommCount(comm, &n));
+  float *a = malloc(count * sizeof *a);
+  for (size_t i = 0; i < count; i++)
+    a[i] = (float)(i % 101);
+  CHECK_LOOM(loomAllReduce(a, a, count, loomFloat32, loomSum, comm, NULL));
+  for (size_t i = 0; i < count; i++)
+    if (a[i] != (float)(n * (int)(i % 101)))
+      FAIL("%s: element %zu is %g, expected %d", when, i, a[i], n * (int)(i % 101));
+  free(a);
+}
+
+static void fill(const char *path) {
+  FILE *f = fopen(path, "w");
+  if (f == NULL)
+    FAIL("cannot create %s", path);
+  static char block[1 << 16];
+  size_t total = 0;
+  while (fwrite(block, 1, sizeof block, f) == sizeof block && fflush(f) == 0)
+    total += sizeof block;
+  fclose(f);
+  printf("rank %d: filled /dev/shm with %zu KiB\n", rank, total >> 10);
+}
+
+static void shm_fill(const char *path) {
+  loomComm_t comm = init_comm(20000), sub = NULL;
+  sum_check(comm, 1 << 18, "before");
+  if (rank == 0)
+    fill(path);
+  CHECK_LOOM(loomBarrier(comm, NULL));
+  for (int i = 0; i < 20; i++)
+    sum_check(comm, 1 << 18, "with /dev/shm full");
+  loomResult_t res = loomCommSplit(comm, 0, rank, &sub, NULL);
+  if (res == loomSuccess)
+    FAIL("a new communicator was made with /dev/shm full");
+  char text[1024];
+  snprintf(text, sizeof text, "%s", loomGetLastError(NULL));
+  if (strstr(text, "/dev/shm") == NULL)
+    FAIL("the split's error does not mention /dev/shm: %s", text);
+  sum_check(comm, 1000, "after the failed split"); /* the parent is intact */
+  if (rank == 0)
+    unlink(path);
+  CHECK_LOOM(loomBarrier(comm, NULL));
+  CHECK_LOOM(loomCommSplit(comm, 0, rank, &sub, NULL));
+  sum_check(sub, 1 << 18, "on the split after /dev/shm was freed");
+  CHECK_LOOM(loomCommDestroy(sub));
+  CHECK_LOOM(loomCommDestroy(comm));
+  printf("rank %d: shm-fill ok: %s\n", rank, text);
+}
+
 int main(int argc, char **argv) {
   rank = atoi(getenv("LOOM_RANK") ? getenv("LOOM_RANK") : "0");
   nranks = atoi(getenv("LOOM_NRANKS") ? getenv("LOOM_NRANKS") : "1");
@@ -126,7 +185,9 @@ int main(int argc, char **argv) {
     die_in_group(atoi(argv[3]));
   else if (argc >= 3 && strcmp(argv[1], "--sigstop") == 0)
     sigstop(atoi(argv[2]));
+  else if (argc >= 3 && strcmp(argv[1], "--shm-fill") == 0)
+    shm_fill(argv[2]);
   else
-    FAIL("usage: phase_test --die-in split|group K | --sigstop K");
+    FAIL("usage: phase_test --die-in split|group K | --sigstop K | --shm-fill PATH");
   return 0;
 }

@@ -2,7 +2,7 @@
 # The shared-memory transport: chosen for ranks of one host (and not with
 # LOOM_SHM_DISABLE=1), single copy where allowed with LOOM_SHM_CMA=1,
 # reductions read in place or staged (LOOM_SHM_DIRECT_REDUCE), a /dev/shm
-# too small explained, FIFOs that shrink to fit a small /dev/shm, segments of killed ranks removed, nothing left in
+# too small explained, FIFOs that shrink to fit a small /dev/shm, /dev/shm filling mid-run, segments of killed ranks removed, nothing left in
 # /dev/shm.
 . "$(dirname "$0")/lib.sh"
 CT="$TESTBIN/ranks/coll_test"
@@ -54,6 +54,14 @@ if unshare -m true 2>/dev/null; then
   expect_count "Out of bounds values : 0 OK" 1 "8 ranks, a sweep to 64 MiB checked, in a 64 MiB /dev/shm (rc $rc)"
   expect_count "segment .*, 8 FIFOs of 4 x 65600 bytes (the host.s 8 ranks: 16798208 bytes, allowed 33554432" 8 \
     "8 ranks in a 64 MiB /dev/shm: 4 cells a FIFO, 16 MiB in all, half of /dev/shm allowed"
+  # /dev/shm filling up mid-run (phase_test.c): the segments reserved at
+  # init keep working, a new communicator fails saying so, then works once
+  # the space is back.
+  out=$(unshare -m sh -c 'mount -t tmpfs -o size=64m tmpfs /dev/shm &&
+        timeout -k 5 70 "$0" --keep-going --tag-output --timeout 60 -n 3 "$1" --shm-fill /dev/shm/filler' \
+        "$LOOMRUN" "$TESTBIN/ranks/phase_test" 2>&1)
+  expect_count "shm-fill ok: shm: rank [0-2] needs [0-9]* bytes in /dev/shm" 3 \
+    "/dev/shm full mid-run: verified all-reduces go on, a split fails on every rank naming /dev/shm, then works when freed"
   # 128 ranks (issue 22: 8.1 GiB of FIFOs before) through a checked sweep
   # in a 1 GiB /dev/shm: half of it allowed, 2 cells of 8 KiB a FIFO.  Not
   # in the sanitizer build (LOOM_TEST_LIGHT): 128 instrumented processes

@@ -2,7 +2,8 @@
 # Several nodes on one machine: network namespaces joined by a bridge, one
 # hostname each (cluster.sh).  2 nodes x 2 ranks through every collective
 # (shared memory inside a node, TCP across), 3x1 and 2x3, a node killed
-# mid-run, traffic shaped with tc tbf, and the harness itself: timeouts,
+# mid-run, the link between nodes cut mid-run, traffic shaped with tc tbf,
+# and the harness itself: timeouts,
 # interruption, leftovers of a killed run.  Nothing may be left behind.
 # Needs root and network namespaces; otherwise exit 77 with the reason.
 . "$(dirname "$0")/../ranks/lib.sh"
@@ -107,6 +108,29 @@ fi
 expect_count "^cluster: rank 2 (pid [0-9]* on loom-node-1) killed by signal 9" 1 "the harness names the killed rank"
 expect_count "^cluster: rank [013] (pid [0-9]* on loom-node-[01]) exited with status 1" 3 "the 3 others exit with status 1 by themselves"
 expect_count "^\[\([013]\)\] [^ ]*:\1 LOOM WARN .*: rank \1: allreduce failed: rank 2 failed or exited" 3 "each of the 3 others names rank 2 as the culprit, once (Loom's WARN)"
+
+# The link between the nodes cut (node 1's veth down) in the middle of a
+# sweep: no connection closes, nothing moves; every rank must time out
+# (timeout_ms 3 s) naming a rank on the other side, within 3 + 5 s.
+LOOM_TIMEOUT_MS=3000 CLUSTER_KEEP_GOING=1 cluster_ranks 2 2 60 "$PERF" -b 1M -e 1M -n 1000000 -w 1 \
+  >"$work/out" 2>&1 &
+job=$!
+sleep 3
+cut_at=$SECONDS
+ip -n "$(cluster_ns 1)" link set "$CLUSTER_IFNAME" down
+wait "$job"; rc=$?
+took=$((SECONDS - cut_at))
+ip -n "$(cluster_ns 1)" link set "$CLUSTER_IFNAME" up
+out=$(cat "$work/out")
+if [ "$rc" -ne 0 ] && [ "$took" -le 8 ]; then
+  pass "link cut: the run failed within $took s (timeout_ms 3 s)"
+else
+  fail "link cut: status $rc after $took s (expected non-zero within 8 s)"
+fi
+expect_count "^\[[01]\] .*allreduce failed: rank [23] stopped making progress (timeout)" 2 \
+  "link cut: node 0's ranks each name a rank of node 1"
+expect_count "^\[[23]\] .*allreduce failed: rank [01] stopped making progress (timeout)" 2 \
+  "link cut: node 1's ranks each name a rank of node 0"
 
 # The harness: a rank that fails ends the others; a run that hangs ends at
 # its timeout; either way nothing of it survives.

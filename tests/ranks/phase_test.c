@@ -20,6 +20,14 @@
  *                      rank saying /dev/shm is full; once PATH is removed
  *                      a split works again.  For a small tmpfs on
  *                      /dev/shm (test_shm.sh mounts one)
+ *   --make-id FILE     (not a rank) makes a unique id, so its bootstrap
+ *                      root runs in this process, writes the id to FILE and
+ *                      waits to be killed
+ *   --root-gone FILE PID  the ranks init with FILE's id, then rank 0 kills
+ *                      PID, the process hosting the root (its host going
+ *                      away after rendezvous): verified all-reduces, a
+ *                      barrier and a split still work, since nothing after
+ *                      rendezvous needs the root
  * Each surviving rank prints "rank R: <scenario> ok after S s: <error>"
  * (--shm-fill: "rank R: shm-fill ok: <the split's error>").
  */
@@ -174,7 +182,51 @@ static void shm_fill(const char *path) {
   printf("rank %d: shm-fill ok: %s\n", rank, text);
 }
 
+static void make_id(const char *file) {
+  loomUniqueId id;
+  CHECK_LOOM(loomGetUniqueId(&id));
+  char tmp[512];
+  snprintf(tmp, sizeof tmp, "%s.tmp", file);
+  FILE *f = fopen(tmp, "wb");
+  if (f == NULL || fwrite(&id, sizeof id, 1, f) != 1 || fclose(f) != 0 || rename(tmp, file) != 0)
+    FAIL("cannot write %s", file);
+  printf("make-id: the root of %s runs in pid %d\n", file, (int)getpid());
+  fflush(stdout);
+  for (;;)
+    pause();
+}
+
+static void root_gone(const char *file, int root_pid) {
+  loomUniqueId id;
+  FILE *f = fopen(file, "rb");
+  if (f == NULL || fread(&id, sizeof id, 1, f) != 1)
+    FAIL("cannot read the id from %s", file);
+  fclose(f);
+  loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
+  cfg.timeout_ms = 20000;
+  loomComm_t comm, sub;
+  CHECK_LOOM(loomCommInitRankConfig(&comm, nranks, id, rank, &cfg));
+  if (rank == 0) {
+    if (kill(root_pid, SIGKILL) != 0)
+      FAIL("cannot kill the root's process %d", root_pid);
+    usleep(200000); /* its sockets closed; the test's shell reaps it */
+  }
+  CHECK_LOOM(loomBarrier(comm, NULL));
+  for (int i = 0; i < 10; i++)
+    sum_check(comm, 1 << 16, "after the root's process died");
+  CHECK_LOOM(loomCommSplit(comm, rank % 2, rank, &sub, NULL));
+  sum_check(sub, 1000, "on a split after the root's process died");
+  CHECK_LOOM(loomCommDestroy(sub));
+  CHECK_LOOM(loomCommFinalize(comm));
+  CHECK_LOOM(loomCommDestroy(comm));
+  printf("rank %d: root-gone ok\n", rank);
+}
+
 int main(int argc, char **argv) {
+  if (argc >= 3 && strcmp(argv[1], "--make-id") == 0) {
+    make_id(argv[2]);
+    return 0;
+  }
   rank = atoi(getenv("LOOM_RANK") ? getenv("LOOM_RANK") : "0");
   nranks = atoi(getenv("LOOM_NRANKS") ? getenv("LOOM_NRANKS") : "1");
   if (nranks > 64 || nranks < 2)
@@ -187,7 +239,9 @@ int main(int argc, char **argv) {
     sigstop(atoi(argv[2]));
   else if (argc >= 3 && strcmp(argv[1], "--shm-fill") == 0)
     shm_fill(argv[2]);
+  else if (argc >= 4 && strcmp(argv[1], "--root-gone") == 0)
+    root_gone(argv[2], atoi(argv[3]));
   else
-    FAIL("usage: phase_test --die-in split|group K | --sigstop K | --shm-fill PATH");
+    FAIL("usage: phase_test --die-in split|group K | --sigstop K | --shm-fill PATH | --root-gone FILE PID");
   return 0;
 }

@@ -45,6 +45,19 @@ for shm_off in 0 1; do
   LOOM_SHM_DISABLE=$shm_off run_ranks_keep 4 60 "$PT" --sigstop 2
   expect_count ": sigstop ok after" 3 "rank 2 stopped by SIGSTOP (LOOM_SHM_DISABLE=$shm_off): the 3 others time out naming it within 1.5 + 5 s"
 done
+# The process hosting the bootstrap root (it made the id) killed right
+# after the ranks' init, as if its host went away: nothing needs it any
+# more, so all-reduces, a barrier, a split and finalize work.
+rm -f "$TESTBIN/ranks/root-gone.id"
+"$PT" --make-id "$TESTBIN/ranks/root-gone.id" >/dev/null 2>&1 &
+root_pid=$!
+for _ in $(seq 100); do [ -f "$TESTBIN/ranks/root-gone.id" ] && break; sleep 0.1; done
+run_ranks 3 60 "$PT" --root-gone "$TESTBIN/ranks/root-gone.id" "$root_pid"
+kill -9 "$root_pid" 2>/dev/null # in case the ranks never got to it
+wait "$root_pid"; root_rc=$?
+expect_count ": root-gone ok" 3 "the root's process killed after init: the 3 ranks compute, split and finalize (root exit $root_rc)"
+[ "$root_rc" = 137 ] && pass "the root's process died of SIGKILL" || fail "the root's process exited $root_rc"
+rm -f "$TESTBIN/ranks/root-gone.id"
 check_no_leftovers phase_test
 check_no_leftovers fault_test
 finish

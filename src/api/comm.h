@@ -99,6 +99,12 @@ loomResult_t loom_comm_check_handle(loomComm_t comm, const char *fn);
 /* Ends this communicator's waits: blocked calls and queued stream work
  * fail (the abort flag and the engine's wake fd). */
 void loom_comm_interrupt(loomComm_t comm);
+/* split.c: the config of a communicator made from `parent` (split,
+ * shrink): config's fields (NULL: defaults), with an unset timeout_ms
+ * taking the parent's and a NULL commName "<parent>.<suffix>" (written
+ * into name, len bytes). */
+void loom_comm_child_config(const loomComm_t parent, const loomConfig_t *config,
+                            const char *suffix, loomConfig_t *cfg, char *name, size_t len);
 /* shrink.c: opens this rank's shrink port at init (before the topology
  * all-gather, which publishes it). */
 loomResult_t loom_comm_shrink_listen(loomComm_t comm);

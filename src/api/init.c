@@ -285,6 +285,7 @@ static void comm_free(loomComm_t comm) {
   if (comm->shrink_fd >= 0)
     close(comm->shrink_fd);
   free(comm->shrink_addrs);
+  free(comm->tp_addrs); /* set when init failed between transport start and connect */
   if (comm->wake_fd >= 0)
     close(comm->wake_fd);
   pthread_mutex_destroy(&comm->op_lock);

@@ -141,17 +141,10 @@ static loomResult_t prepare(loomComm_t comm, const uint8_t *excluded, int *newra
 /* Unset config fields take the parent's timeout and "<parent>.shrink<N>". */
 static loomResult_t init_survivors(loomComm_t comm, int newn, int newrank, int lowest,
                                    loomUniqueId id, loomConfig_t *config, loomComm_t *newcomm) {
-  loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
-  if (config != NULL)
-    memcpy(&cfg, config, config->size < sizeof cfg ? config->size : sizeof cfg);
-  cfg.size = sizeof cfg;
-  char name[80];
-  if (cfg.timeout_ms == LOOM_CONFIG_UNDEF_INT)
-    cfg.timeout_ms = comm->timeout_ms;
-  if (cfg.commName == NULL) {
-    snprintf(name, sizeof name, "%.60s.shrink%u", comm->name, comm->shrinks - 1);
-    cfg.commName = name;
-  }
+  loomConfig_t cfg;
+  char suffix[24], name[80];
+  snprintf(suffix, sizeof suffix, "shrink%u", comm->shrinks - 1);
+  loom_comm_child_config(comm, config, suffix, &cfg, name, sizeof name);
   loomResult_t res = loomCommInitRankConfig(newcomm, newn, id, newrank, &cfg);
   if (res != loomSuccess && res != loomInProgress) {
     char text[1200];

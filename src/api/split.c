@@ -66,6 +66,20 @@ out:
   return res;
 }
 
+void loom_comm_child_config(const loomComm_t parent, const loomConfig_t *config,
+                            const char *suffix, loomConfig_t *cfg, char *name, size_t len) {
+  *cfg = (loomConfig_t)LOOM_CONFIG_INITIALIZER;
+  if (config != NULL) /* a config of an older, smaller size keeps the newer defaults */
+    memcpy(cfg, config, config->size < sizeof *cfg ? config->size : sizeof *cfg);
+  cfg->size = sizeof *cfg;
+  if (cfg->timeout_ms == LOOM_CONFIG_UNDEF_INT)
+    cfg->timeout_ms = parent->timeout_ms;
+  if (cfg->commName == NULL) {
+    snprintf(name, len, "%.60s.%s", parent->name, suffix);
+    cfg->commName = name;
+  }
+}
+
 loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t *newcomm,
                            loomConfig_t *config) {
   static const char fn[] = "loomCommSplit";
@@ -91,18 +105,10 @@ loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t *newc
   pthread_mutex_unlock(&comm->op_lock);
   if (res != loomSuccess || color < 0)
     return res;
-  /* Unset fields take the parent's timeout and a name derived from it. */
-  loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
-  if (config != NULL) /* a config of an older, smaller size keeps the newer defaults */
-    memcpy(&cfg, config, config->size < sizeof cfg ? config->size : sizeof cfg);
-  cfg.size = sizeof cfg;
-  char name[80];
-  if (cfg.timeout_ms == LOOM_CONFIG_UNDEF_INT)
-    cfg.timeout_ms = comm->timeout_ms;
-  if (cfg.commName == NULL) {
-    snprintf(name, sizeof name, "%.60s.%d", comm->name, color);
-    cfg.commName = name;
-  }
+  loomConfig_t cfg;
+  char suffix[16], name[80];
+  snprintf(suffix, sizeof suffix, "%d", color);
+  loom_comm_child_config(comm, config, suffix, &cfg, name, sizeof name);
   return loomCommInitRankConfig(newcomm, newn, id, newrank, &cfg);
 }
 

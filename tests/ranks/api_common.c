@@ -64,16 +64,7 @@ void *xmalloc(size_t bytes) {
   return p;
 }
 
-loomComm_t world_init(int timeout_ms) {
-  loomUniqueId id;
-  CHECK_LOOM(loomGetUniqueId(&id));
-  loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
-  if (timeout_ms > 0)
-    cfg.timeout_ms = timeout_ms;
-  loomComm_t comm;
-  CHECK_LOOM(loomCommInitRankConfig(&comm, nranks, id, rank, &cfg));
-  return comm;
-}
+loomComm_t world_init(int timeout_ms) { return rankcheck_init_comm(nranks, timeout_ms); }
 
 /* A communicator over the same ranks, in the same order. */
 loomComm_t dup_comm(loomComm_t parent, int timeout_ms, const char *name) {

@@ -46,15 +46,7 @@ static int rank, nranks;
 
 static double elapsed_s(uint64_t since) { return (double)(loom_now_ns() - since) / 1e9; }
 
-static loomComm_t init_comm(int timeout_ms) {
-  loomUniqueId id;
-  CHECK_LOOM(loomGetUniqueId(&id));
-  loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
-  cfg.timeout_ms = timeout_ms;
-  loomComm_t comm;
-  CHECK_LOOM(loomCommInitRankConfig(&comm, nranks, id, rank, &cfg));
-  return comm;
-}
+static loomComm_t init_comm(int timeout_ms) { return rankcheck_init_comm(nranks, timeout_ms); }
 
 /* The failure must name `who`, come within `limit_s`, and be an error. */
 static void expect_failure(loomResult_t res, int who, double waited, double limit_s,

@@ -27,4 +27,17 @@
       FAIL("%s -> %s: %s", #call, loomGetErrorString(r_), loomGetLastError(NULL)); \
   } while (0)
 
+/* A communicator of the launcher's job (LOOM_COMM_ID, as loomrun sets it)
+ * with timeout_ms (0: the default). */
+static inline loomComm_t rankcheck_init_comm(int nranks_, int timeout_ms) {
+  loomUniqueId id;
+  CHECK_LOOM(loomGetUniqueId(&id));
+  loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
+  if (timeout_ms > 0)
+    cfg.timeout_ms = timeout_ms;
+  loomComm_t comm;
+  CHECK_LOOM(loomCommInitRankConfig(&comm, nranks_, id, rank, &cfg));
+  return comm;
+}
+
 #endif

@@ -8,8 +8,8 @@
  *                 communicator (ranks in order, without K)
  *   --healthy     no failure: the last rank leaves without calling; the
  *                 others shrink without it (LOOM_SHRINK_DEFAULT), shrink
- *                 the same parent again without rank 1 as well (rank 1
- *                 calls too and gets NULL), and shrink the result without
+ *                 the same parent again without rank 1 as well, non-
+ *                 blocking (rank 1 calls too and gets NULL), and shrink the result without
  *                 its rank 0 (a root at a rank other than 0); each verified
  *   --revoke      rank 0 revokes the communicator from a second thread
  *                 while its main thread waits in an all-reduce the others
@@ -45,15 +45,7 @@ static int rank, nranks;
 
 static double elapsed_s(uint64_t since) { return (double)(loom_now_ns() - since) / 1e9; }
 
-static loomComm_t init_comm(int timeout_ms) {
-  loomUniqueId id;
-  CHECK_LOOM(loomGetUniqueId(&id));
-  loomConfig_t cfg = LOOM_CONFIG_INITIALIZER;
-  cfg.timeout_ms = timeout_ms;
-  loomComm_t comm;
-  CHECK_LOOM(loomCommInitRankConfig(&comm, nranks, id, rank, &cfg));
-  return comm;
-}
+static loomComm_t init_comm(int timeout_ms) { return rankcheck_init_comm(nranks, timeout_ms); }
 
 /* An all-reduce of `count` elements of (dt, op) on comm, checked element
  * by element against testdata.h. */
@@ -195,9 +187,23 @@ static void healthy(void) {
   calls += verified_sweep(a, members, survivors(&last, 1, members));
   /* The same parent again, rank 1 excluded too (it calls, and gets NULL). */
   int two[2] = {1, last};
-  CHECK_LOOM(loomCommShrink(comm, two, 2, &b, NULL, LOOM_SHRINK_DEFAULT));
-  if (rank == 1 && b != NULL)
-    FAIL("an excluded rank got a communicator");
+  /* ... non-blocking: loomInProgress, then ready within 10 s */
+  loomConfig_t nb = LOOM_CONFIG_INITIALIZER;
+  nb.blocking = 0;
+  loomResult_t res = loomCommShrink(comm, two, 2, &b, &nb, LOOM_SHRINK_DEFAULT);
+  if (rank == 1 && (res != loomSuccess || b != NULL))
+    FAIL("an excluded rank got %s and a communicator %p", loomGetErrorString(res), (void *)b);
+  if (rank != 1 && res != loomInProgress)
+    FAIL("a non-blocking shrink returned %s: %s", loomGetErrorString(res), loomGetLastError(NULL));
+  uint64_t t0 = loom_now_ns();
+  for (loomResult_t state = loomInProgress; b != NULL && state == loomInProgress;) {
+    CHECK_LOOM(loomCommGetAsyncError(b, &state));
+    if (state != loomSuccess && state != loomInProgress)
+      FAIL("the non-blocking shrink failed: %s", loomGetLastError(NULL));
+    if (elapsed_s(t0) > 10.0)
+      FAIL("the non-blocking shrink was not ready in 10 s");
+    usleep(1000);
+  }
   if (b != NULL) {
     calls += verified_sweep(b, members, survivors(two, 2, members));
     CHECK_LOOM(loomCommDestroy(b));

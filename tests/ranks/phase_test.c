@@ -66,8 +66,10 @@ static void die_in_split(int victim) {
   loomComm_t comm = init_comm(20000), sub;
   float x[256] = {0};
   CHECK_LOOM(loomAllReduce(x, x, 256, loomFloat32, loomSum, comm, NULL));
-  if (rank == victim)
+  if (rank == victim) {
+    usleep(300000); /* the others have finished the all-reduce and wait in the split */
     raise(SIGKILL);
+  }
   uint64_t t0 = loom_now_ns();
   loomResult_t res = loomCommSplit(comm, rank % 2, rank, &sub, NULL);
   int bootstrap_s = atoi(getenv("LOOM_BOOTSTRAP_TIMEOUT") ? getenv("LOOM_BOOTSTRAP_TIMEOUT")
@@ -89,8 +91,10 @@ static void die_in_group(int victim) {
   CHECK_LOOM(loomAllReduce(a, a, big, loomFloat32, loomSum, comm, NULL));
   CHECK_LOOM(loomSend(s, 4096, loomFloat32, (rank + 1) % nranks, comm, NULL));
   CHECK_LOOM(loomRecv(r, 4096, loomFloat32, (rank + nranks - 1) % nranks, comm, NULL));
-  if (rank == victim)
+  if (rank == victim) {
+    usleep(300000); /* the others have finished the all-reduce and wait in the group */
     raise(SIGKILL); /* inside the group, before its end posts anything */
+  }
   uint64_t t0 = loom_now_ns();
   loomResult_t res = loomGroupEnd();
   expect_failure(res, victim, elapsed_s(t0), 10.0, "group");

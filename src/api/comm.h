@@ -96,9 +96,13 @@ struct loomComm {
 
 /* Checks that comm is a live handle (any state). */
 loomResult_t loom_comm_check_handle(loomComm_t comm, const char *fn);
-/* Ends this communicator's waits: blocked calls and queued stream work
- * fail (the abort flag and the engine's wake fd). */
-void loom_comm_interrupt(loomComm_t comm);
+/* What loomCommAbort and loomCommRevoke share: ends the communicator's
+ * waits (the abort flag, the engine's wake fd), waits for a non-blocking
+ * init, queued stream work and a call in another thread to end, marks it
+ * broken with loomRemoteError and the text `broken` when it was not
+ * already (NULL: leaves it), dumps the recorder once (`reason`), and tells
+ * the ring successor (a notice of notice_kind). */
+void loom_comm_stop(loomComm_t comm, int notice_kind, const char *reason, const char *broken);
 /* split.c: the config of a communicator made from `parent` (split,
  * shrink): config's fields (NULL: defaults), with an unset timeout_ms
  * taking the parent's and a NULL commName "<parent>.<suffix>" (written

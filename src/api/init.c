@@ -481,7 +481,7 @@ loomResult_t loomCommDestroy(loomComm_t comm) {
   return loomSuccess;
 }
 
-void loom_comm_interrupt(loomComm_t comm) {
+static void interrupt(loomComm_t comm) {
   atomic_store_explicit(&comm->abort_flag, 1, memory_order_release);
   if (comm->wake_fd >= 0) {
     uint64_t one = 1;
@@ -490,23 +490,31 @@ void loom_comm_interrupt(loomComm_t comm) {
   }
 }
 
-loomResult_t loomCommAbort(loomComm_t comm) {
-  if (comm == NULL)
-    return loomSuccess;
-  LOOM_CHECK(loom_comm_check_handle(comm, "loomCommAbort"));
-  loom_comm_interrupt(comm);
+void loom_comm_stop(loomComm_t comm, int notice_kind, const char *reason, const char *broken) {
+  interrupt(comm);
   join_init_thread(comm);
   /* Queued stream work now fails at once; wait for it to drain. */
   loom_comm_wait_tasks(comm);
   /* Waits for a collective running in another thread to notice the flag. */
   pthread_mutex_lock(&comm->op_lock);
-  pthread_mutex_unlock(&comm->op_lock);
-  loom_comm_trace_failed(comm, loomRemoteError, "abort");
+  if (broken != NULL &&
+      atomic_load_explicit(&comm->async_error, memory_order_acquire) == loomSuccess) {
+    snprintf(comm->async_text, sizeof comm->async_text, "%s", broken);
+    atomic_store_explicit(&comm->async_error, loomRemoteError, memory_order_release);
+  }
+  loom_comm_trace_failed(comm, loomRemoteError, reason);
   if (comm->bs != NULL) {
-    struct loom_notice nt = {
-        .suspect = comm->rank, .reporter = comm->rank, .kind = LOOM_NOTICE_ABORT};
+    struct loom_notice nt = {.suspect = comm->rank, .reporter = comm->rank, .kind = notice_kind};
     loom_bootstrap_send_notice(comm->bs, &nt);
   }
+  pthread_mutex_unlock(&comm->op_lock);
+}
+
+loomResult_t loomCommAbort(loomComm_t comm) {
+  if (comm == NULL)
+    return loomSuccess;
+  LOOM_CHECK(loom_comm_check_handle(comm, "loomCommAbort"));
+  loom_comm_stop(comm, LOOM_NOTICE_ABORT, "abort", NULL);
   comm_free(comm);
   return loomSuccess;
 }

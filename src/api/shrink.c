@@ -35,23 +35,9 @@ loomResult_t loomCommRevoke(loomComm_t comm) {
   LOOM_CHECK(loom_comm_check_handle(comm, "loomCommRevoke"));
   if (atomic_exchange(&comm->revoked, 1) != 0)
     return loomSuccess; /* already revoked */
-  loom_comm_interrupt(comm);
-  /* Queued stream work now fails at once; a collective in another thread
-   * notices the flag and ends. */
-  loom_comm_wait_tasks(comm);
-  pthread_mutex_lock(&comm->op_lock);
-  if (atomic_load_explicit(&comm->async_error, memory_order_acquire) == loomSuccess) {
-    snprintf(comm->async_text, sizeof comm->async_text,
-             "rank %d revoked the communicator (loomCommRevoke)", comm->rank);
-    atomic_store_explicit(&comm->async_error, loomRemoteError, memory_order_release);
-  }
-  loom_comm_trace_failed(comm, loomRemoteError, "revoke");
-  if (comm->bs != NULL) {
-    struct loom_notice nt = {
-        .suspect = comm->rank, .reporter = comm->rank, .kind = LOOM_NOTICE_REVOKE};
-    loom_bootstrap_send_notice(comm->bs, &nt);
-  }
-  pthread_mutex_unlock(&comm->op_lock);
+  char text[96];
+  snprintf(text, sizeof text, "rank %d revoked the communicator (loomCommRevoke)", comm->rank);
+  loom_comm_stop(comm, LOOM_NOTICE_REVOKE, "revoke", text);
   LOOM_INFO(LOOM_LOG_INIT, "comm %s: rank %d revoked it", comm->name, comm->rank);
   return loomSuccess;
 }
@@ -82,15 +68,14 @@ static loomResult_t read_excluded(const loomComm_t comm, const int *ranks, int n
   return loomSuccess;
 }
 
-/* The shrink's unique id: the lowest survivor's shrink port, and a secret
- * every survivor derives alike from the parent's, the shrink's number and
- * the excluded set (so that survivors who disagree on it cannot meet). */
+/* The shrink's id: the lowest survivor's shrink port, and a secret every
+ * survivor derives alike from the parent's, the shrink's number and the
+ * excluded set (so that survivors who disagree on it cannot meet). */
 static loomResult_t shrink_id(const loomComm_t comm, const uint8_t *excluded, int lowest,
-                              loomUniqueId *id) {
-  struct loom_id_fields f;
-  memset(&f, 0, sizeof f);
+                              struct loom_id_fields *f) {
+  memset(f, 0, sizeof *f);
   if (loom_sockaddr_decode(comm->shrink_addrs + (size_t)lowest * LOOM_SOCKADDR_BYTES,
-                           &f.root) != 0)
+                           &f->root) != 0)
     return loom_error(loomInternalError, LOOM_LOG_INIT,
                       "loomCommShrink: rank %d: rank %d's shrink port address is unreadable",
                       comm->rank, lowest);
@@ -101,8 +86,7 @@ static loomResult_t shrink_id(const loomComm_t comm, const uint8_t *excluded, in
       {"loom/shrink", 11}, {head, sizeof head}, {excluded, (size_t)comm->nranks}};
   uint8_t digest[LOOM_SHA256_BYTES];
   loom_hmac_sha256(loom_bootstrap_secret(comm->bs), LOOM_SECRET_BYTES, parts, 3, digest);
-  memcpy(f.secret, digest, LOOM_SECRET_BYTES);
-  loom_id_encode(&f, id);
+  memcpy(f->secret, digest, LOOM_SECRET_BYTES);
   return loomSuccess;
 }
 
@@ -124,7 +108,9 @@ static loomResult_t prepare(loomComm_t comm, const uint8_t *excluded, int *newra
     (*newn)++;
   }
   *lowest_out = lowest;
-  LOOM_CHECK(shrink_id(comm, excluded, lowest, id));
+  struct loom_id_fields f;
+  LOOM_CHECK(shrink_id(comm, excluded, lowest, &f));
+  loom_id_encode(&f, id);
   if (lowest != comm->rank)
     return loomSuccess;
   int fd = dup(comm->shrink_fd);
@@ -132,8 +118,6 @@ static loomResult_t prepare(loomComm_t comm, const uint8_t *excluded, int *newra
     return loom_error(loomSystemError, LOOM_LOG_INIT,
                       "loomCommShrink: rank %d: cannot reuse the shrink port: %s", comm->rank,
                       strerror(errno));
-  struct loom_id_fields f;
-  loom_id_decode(id, &f);
   return loom_root_serve(fd, &comm->shrink_addr, f.secret,
                          (int)loom_param_int(LOOM_PARAM_BOOTSTRAP_TIMEOUT));
 }

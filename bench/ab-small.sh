@@ -5,11 +5,13 @@
 #
 #   bench/ab-small.sh BEFORE_BUILD AFTER_BUILD
 #
-# Each round runs, one after the other: before, after (and Open MPI for
-# all-reduce), each a 2-rank loom-perf sweep (SWEEP, default 8 B..1 KiB; out-of-place
-# time, -n 2000 -w 200).  ROUNDS (default 5) rounds; COLLS (default
+# Each round runs, one after the other, before and after (every other
+# round after first) and, for all-reduce, Open MPI; each a 2-rank
+# loom-perf sweep (SWEEP, default 8 B..1 KiB; out-of-place time, -n 2000
+# -w 200).  ROUNDS (default 5) rounds; COLLS (default
 # "allreduce broadcast").  Prints per collective and size the median and
-# min-max of each, and the ratios of medians after/before and after/MPI.
+# min-max of each, the ratios of medians after/before and after/MPI, and
+# the same ratios paired by round (median [min-max] of each round's).
 #
 # BEFORE_ENV and AFTER_ENV (default empty) are VAR=VALUE words set for
 # that side only, so one build can be compared with itself under two
@@ -38,8 +40,14 @@ mpi_run() {
 
 for r in $(seq "$ROUNDS"); do
   for c in $COLLS; do
-    loom_run "$BEFORE" "$c" ${BEFORE_ENV:-} | sed "s/^/$c before /" >>"$tmp/all"
-    loom_run "$AFTER" "$c" ${AFTER_ENV:-} | sed "s/^/$c after /" >>"$tmp/all"
+    # which side goes first alternates, so neither always follows the other
+    if [ $((r % 2)) = 1 ]; then
+      loom_run "$BEFORE" "$c" ${BEFORE_ENV:-} | sed "s/^/$c before /" >>"$tmp/all"
+      loom_run "$AFTER" "$c" ${AFTER_ENV:-} | sed "s/^/$c after /" >>"$tmp/all"
+    else
+      loom_run "$AFTER" "$c" ${AFTER_ENV:-} | sed "s/^/$c after /" >>"$tmp/all"
+      loom_run "$BEFORE" "$c" ${BEFORE_ENV:-} | sed "s/^/$c before /" >>"$tmp/all"
+    fi
     if [ "$c" = allreduce ] && [ -x "$AFTER/bench/mpi-perf" ]; then
       mpi_run | sed "s/^/$c mpi /" >>"$tmp/all"
     fi
@@ -49,6 +57,8 @@ done
 
 echo "# $(hostname), $(nproc) CPUs, $(date -u '+%Y-%m-%d %H:%M UTC'); $ROUNDS interleaved rounds"
 echo "# 2 ranks, out-of-place time in us: median [min-max]; before: $BEFORE ${BEFORE_ENV:-}, after: $AFTER ${AFTER_ENV:-}"
-printf "%-10s %10s  %-22s %-22s %-22s %12s %12s\n" coll bytes before after openmpi aft/bef aft/mpi
-awk -v whos="before after mpi" -v ratios="after/before after/mpi" -f "$(dirname "$0")/median-table.awk" \
+printf "%-10s %10s  %-22s %-22s %-22s %12s %12s %-22s %-22s\n" coll bytes before after openmpi \
+  aft/bef aft/mpi "aft/bef by round" "aft/mpi by round"
+awk -v whos="before after mpi" -v ratios="after/before after/mpi" -v paired=1 \
+  -f "$(dirname "$0")/median-table.awk" \
   "$tmp/all" | sort -k1,1 -k2,2n

@@ -42,7 +42,8 @@ int main(void) {
     t0 = now_ns();
     for (int k = 0; k < CALLS; k++) {
       loom_sched_init(&s, steps, cap);
-      algo = loom_plan_cache_get(&pc, &key, &s);
+      uint64_t *note;
+      algo = loom_plan_cache_get(&pc, &key, &s, &note);
     }
     double cached = (now_ns() - t0) / CALLS;
     printf("%2d ranks, 8 B all-reduce (%s, %d steps): planned %.1f ns, from the cache %.1f ns\n",

@@ -54,7 +54,8 @@ static loomResult_t batch_post_next(struct loom_batch *b, int *posted) {
       if ((b->ipc = malloc(sizeof *b->ipc)) == NULL)
         return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (device IPC)");
       b->ipc_call = (int)(c - b->calls);
-      loom_trace_started(comm->trace, c->trace_id, "device IPC", 0, 1, NULL, 0);
+      uint64_t plan = loom_trace_plan_add(comm->trace, "device IPC", 0, NULL, 0, NULL);
+      loom_trace_started(comm->trace, c->trace_id, plan, 1);
       return loom_ipc_begin(comm, c, b->ipc, &b->posted);
     }
     int left = b->ncalls - b->next;
@@ -67,6 +68,7 @@ static loomResult_t batch_post_next(struct loom_batch *b, int *posted) {
     struct loom_call fused;
     LOOM_CHECK(loom_bucket_pack(comm, c, span, &fused, &b->unpack));
     fused.trace_id = 0; /* its calls are recorded, not the bucket */
+    fused.trace_at_plan = 0;
     b->bucket_first = (int)(c - b->calls);
     b->bucket_n = span;
     loomResult_t res = loom_post_call(comm, &fused, fused.coll, &b->posted);
@@ -87,10 +89,11 @@ static loomResult_t batch_post_next(struct loom_batch *b, int *posted) {
 
 /* The flight recorder: the calls of the task in flight ended with res. */
 static void trace_task_ended(struct loom_batch *b, loomResult_t res) {
-  if (b->task_p2p)
-    for (int k = 0; k < b->np2p; k++)
-      loom_calls_trace_ended(b->comm, &b->calls[b->p2p[k]], 1, res);
-  loom_calls_trace_ended(b->comm, b->calls + b->task_first, b->task_n, res);
+  /* several calls in one task: each lasts as long as all of them */
+  int timed = b->comm->engine.waited || b->task_n + (b->task_p2p ? b->np2p : 0) > 1;
+  for (int k = 0; b->task_p2p && k < b->np2p; k++)
+    loom_calls_trace_ended(b->comm, &b->calls[b->p2p[k]], 1, res, timed);
+  loom_calls_trace_ended(b->comm, b->calls + b->task_first, b->task_n, res, timed);
   b->task_n = b->task_p2p = 0;
 }
 
@@ -110,7 +113,7 @@ static void batch_task_ended(struct loom_batch *b, loomResult_t res) {
 static void batch_ipc_done(struct loom_batch *b) {
   if (b->ipc == NULL)
     return;
-  loom_calls_trace_ended(b->comm, &b->calls[b->ipc_call], 1, b->res);
+  loom_calls_trace_ended(b->comm, &b->calls[b->ipc_call], 1, b->res, 1);
   loom_ipc_end(b->ipc);
   free(b->ipc);
   b->ipc = NULL;
@@ -255,12 +258,17 @@ static loomResult_t execute_single(loomComm_t comm, const struct loom_call *c) {
   if (caller_rank != comm->rank)
     loom_log_set_rank(comm->rank);
   struct loom_posted p;
+  p.trace_id = 0;
   loomResult_t res = loom_comm_check_usable(comm, loom_coll_name(c->coll));
   if (res == loomSuccess)
     res = loom_execute_ensure_steps(comm, LOOM_SCHED_MAX_STEPS(comm->nranks));
   if (res == loomSuccess && (res = loom_post_call(comm, c, c->coll, &p)) == loomSuccess)
     res = loom_engine_wait(&comm->engine);
-  loom_calls_trace_ended(comm, c, 1, res);
+  uint64_t trace_id = c->trace_id != 0 ? c->trace_id : p.trace_id;
+  if (trace_id == 0 && c->trace_at_plan && res != loomSuccess)
+    trace_id = loom_call_trace_run(c, NULL); /* it failed before it was planned */
+  if (trace_id != 0)
+    loom_trace_ended(comm->trace, trace_id, res, comm->engine.blamed, comm->engine.waited);
   /* as batch_close */
   if (res != loomSuccess && res != loomInvalidArgument && atomic_load_explicit(&comm->async_error, memory_order_acquire) == loomSuccess)
     loom_comm_set_broken(comm, res);
@@ -273,6 +281,11 @@ static loomResult_t execute_single(loomComm_t comm, const struct loom_call *c) {
 loomResult_t loom_execute(loomComm_t comm, struct loom_call *calls, int ncalls) {
   if (ncalls == 1 && calls[0].coll != LOOM_COLL_SENDRECV && !loom_ipc_wants(&calls[0]))
     return execute_single(comm, &calls[0]);
+  for (int i = 0; i < ncalls; i++)
+    if (calls[i].trace_at_plan) { /* recorded queued, marked started when posted */
+      calls[i].trace_at_plan = 0;
+      loom_call_trace(&calls[i]);
+    }
   struct loom_batch b;
   b.comm = comm;
   b.calls = calls;

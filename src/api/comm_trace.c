@@ -20,13 +20,9 @@ void loom_comm_trace_open(loomComm_t comm) {
                                   LOOM_SECRET_BYTES, comm->name, comm->rank, comm->nranks);
 }
 
-void loom_call_trace(struct loom_call *c, int deferred) {
-  struct loom_trace *t = c->comm->trace;
-  if (t == NULL) {
-    c->trace_id = 0;
-    return;
-  }
-  struct loom_trace_call tc = {
+/* What call c asks for, as the recorder keeps it. */
+static struct loom_trace_call trace_call_of(const struct loom_call *c) {
+  return (struct loom_trace_call){
       .coll = (int16_t)c->coll,
       .datatype = (int8_t)(c->coll == LOOM_COLL_BARRIER ? -1 : (int)c->datatype),
       .op = (int16_t)(loom_coll_reduces(c->coll) ? (int)c->op : -1),
@@ -35,19 +31,34 @@ void loom_call_trace(struct loom_call *c, int deferred) {
       .count = c->coll == LOOM_COLL_BARRIER ? 0 : c->count,
       .device = (int8_t)c->device,
       .on_stream = c->stream != NULL,
-      .deferred = (uint8_t)(deferred || c->stream != NULL),
+      .small = c->send_bytes + c->recv_bytes <= LOOM_TRACE_SMALL_BYTES,
   };
-  c->trace_id = loom_trace_record(t, &tc, 0);
+}
+
+void loom_call_trace(struct loom_call *c) {
+  struct loom_trace *t = c->comm->trace;
+  if (t == NULL) {
+    c->trace_id = 0;
+    return;
+  }
+  struct loom_trace_call tc = trace_call_of(c);
+  c->trace_id = loom_trace_record(t, &tc, 0, 0);
+}
+
+uint64_t loom_call_trace_run(const struct loom_call *c, const struct loom_posted *p) {
+  struct loom_trace *t = c->comm->trace;
+  if (t == NULL)
+    return 0;
+  struct loom_trace_call tc = trace_call_of(c);
+  return loom_trace_record(t, &tc, 1, p != NULL ? p->trace_plan : 0);
 }
 
 void loom_calls_trace_started(loomComm_t comm, const struct loom_call *calls, int n,
                               const struct loom_posted *p) {
   if (comm->trace == NULL)
     return;
-  size_t esize = loom_datatype_size(p->eop.datatype);
   for (int i = 0; i < n; i++)
-    loom_trace_started(comm->trace, calls[i].trace_id, p->algo, p->sched.slice_bytes != 0, n,
-                       &p->sched, esize);
+    loom_trace_started(comm->trace, calls[i].trace_id, p->trace_plan, n);
 }
 
 void loom_p2p_trace_started(loomComm_t comm, const struct loom_call *calls, const int *idx,
@@ -56,34 +67,31 @@ void loom_p2p_trace_started(loomComm_t comm, const struct loom_call *calls, cons
     return;
   for (int j = 0; j < m; j++) {
     const struct loom_call *c = &calls[idx[j]];
-    /* one step of this call alone: its peer and bytes */
-    struct loom_step st = {.send_peer = -1, .recv_peer = -1};
-    size_t bytes = c->count * loom_datatype_size(c->datatype);
-    if (c->is_send) {
-      st.send_peer = c->root;
-      st.send_count = bytes;
-    } else {
-      st.recv_peer = c->root;
-      st.recv_count = bytes;
-    }
-    struct loom_schedule one = {.nsteps = 1, .cap = 1, .steps = &st};
-    loom_trace_started(comm->trace, c->trace_id, "p2p", 0, m, &one, 1);
+    /* this call alone: its peer and bytes */
+    uint64_t bytes = c->count * loom_datatype_size(c->datatype);
+    struct loom_trace_peers one = {.n = c->root >= 0, .peer = {c->root}};
+    if (c->is_send)
+      one.sent[0] = bytes;
+    else
+      one.received[0] = bytes;
+    uint64_t plan = loom_trace_plan_add(comm->trace, "p2p", 0, NULL, 0, &one);
+    loom_trace_started(comm->trace, c->trace_id, plan, m);
   }
 }
 
 void loom_calls_trace_ended(loomComm_t comm, const struct loom_call *calls, int n,
-                            loomResult_t res) {
+                            loomResult_t res, int timed) {
   for (int i = 0; i < n && comm->trace != NULL; i++)
-    loom_trace_ended(comm->trace, calls[i].trace_id, res, comm->engine.blamed);
+    loom_trace_ended(comm->trace, calls[i].trace_id, res, comm->engine.blamed, timed);
 }
 
 uint64_t loom_comm_trace_op(loomComm_t comm, int kind) {
   struct loom_trace_call tc = {.coll = (int16_t)kind, .datatype = -1, .op = -1, .root = -1};
-  return loom_trace_record(comm->trace, &tc, 1);
+  return loom_trace_record(comm->trace, &tc, 1, 0);
 }
 
 void loom_comm_trace_op_ended(loomComm_t comm, uint64_t id, loomResult_t res) {
-  loom_trace_ended(comm->trace, id, res, comm->engine.blamed);
+  loom_trace_ended(comm->trace, id, res, comm->engine.blamed, 1);
 }
 
 static const char *reason_of(loomResult_t res) {

@@ -64,18 +64,40 @@ static struct loom_plan_args plan_args(loomComm_t comm, enum loom_coll coll, int
   };
 }
 
+/* The flight recorder's plan for a call planned as p (its algorithm
+ * algo): the one kept for the cache entry `note` (NULL: not cached), kept
+ * in the recorder when the entry has none there yet. */
+static void trace_plan(loomComm_t comm, uint64_t *note, const char *algo, size_t esize,
+                       struct loom_posted *p) {
+  struct loom_trace *t = comm->trace;
+  p->trace_plan = 0;
+  if (t == NULL)
+    return;
+  if (note != NULL && *note != 0 && loom_trace_plan_kept(t, *note)) {
+    p->trace_plan = *note;
+    return;
+  }
+  p->trace_plan = loom_trace_plan_add(t, algo, p->sched.slice_bytes != 0, &p->sched, esize, NULL);
+  if (note != NULL)
+    *note = p->trace_plan;
+}
+
 /* Plans call c into p->sched, or takes the schedule of the same shape
  * from the cache; returns the algorithm's name, NULL on failure
- * (reported). */
+ * (reported).  Sets p->trace_plan for the flight recorder. */
 static const char *plan_call(loomComm_t comm, const struct loom_call *c, enum loom_coll coll,
                              size_t count, size_t esize, struct loom_posted *p) {
   int n = comm->nranks;
   loom_sched_init(&p->sched, comm->sched_steps, comm->sched_cap);
   struct loom_plan_key key = {.coll = coll, .root = c->root, .count = count, .elem_size = esize};
   int cacheable = c->v == NULL && c->coll != LOOM_COLL_ALLTOALL;
-  const char *cached = cacheable ? loom_plan_cache_get(&comm->plans, &key, &p->sched) : NULL;
-  if (cached != NULL)
+  uint64_t *note = NULL;
+  const char *cached =
+      cacheable ? loom_plan_cache_get(&comm->plans, &key, &p->sched, &note) : NULL;
+  if (cached != NULL) {
+    trace_plan(comm, note, cached, esize, p);
     return cached;
+  }
   struct loom_plan_args pa = plan_args(comm, coll, c->root, count, esize);
   size_t *v = c->v, *owned = NULL;
   if (c->coll == LOOM_COLL_ALLTOALL) {
@@ -94,17 +116,21 @@ static const char *plan_call(loomComm_t comm, const struct loom_call *c, enum lo
   }
   const char *algo = loom_plan(&pa, &p->sched);
   free(owned);
-  if (algo == NULL)
+  if (algo == NULL) {
     loom_error(loomInternalError, LOOM_LOG_COLL, "rank %d: %s: the schedule does not fit in %d steps",
                comm->rank, loom_coll_name(c->coll), comm->sched_cap);
-  else if (cacheable)
-    loom_plan_cache_put(&comm->plans, &key, algo, &p->sched);
+    return NULL;
+  }
+  if (cacheable)
+    note = loom_plan_cache_put(&comm->plans, &key, algo, &p->sched);
+  trace_plan(comm, note, algo, esize, p);
   return algo;
 }
 
 loomResult_t loom_post_call(loomComm_t comm, const struct loom_call *c, int fp_coll,
                             struct loom_posted *p) {
   int n = comm->nranks;
+  p->trace_id = 0;
   unsigned seq = comm->coll_seq++; /* every rank counts every collective, even empty ones */
   loomDataType_t dt = c->datatype;
   const void *sendbuff = c->sendbuff;
@@ -150,7 +176,9 @@ loomResult_t loom_post_call(loomComm_t comm, const struct loom_call *c, int fp_c
              loom_datatype_name(dt), algo, p->sched.slice_bytes != 0 ? " (LL)" : "",
              p->sched.nsteps);
   p->algo = algo;
-  if (c->trace_id != 0)
+  if (c->trace_at_plan) /* (a bucket's calls are marked by batch.c) */
+    p->trace_id = loom_call_trace_run(c, p);
+  else if (c->trace_id != 0)
     loom_calls_trace_started(comm, c, 1, p);
   return loom_engine_post(&comm->engine, &p->eop);
 }
@@ -241,6 +269,7 @@ loomResult_t loom_post_sendrecv(loomComm_t comm, const struct loom_call *calls, 
                                    .source = source};
   loom_fp_make(p->eop.fp, LOOM_COLL_SENDRECV, loomUint8, LOOM_FP_NO_OP, LOOM_FP_NO_ROOT, 0, 0);
   p->algo = "p2p";
+  p->trace_plan = 0; /* each call its own (loom_p2p_trace_started) */
   loom_p2p_trace_started(comm, calls, idx, m);
   return loom_engine_post(&comm->engine, &p->eop);
 }

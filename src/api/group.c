@@ -38,7 +38,15 @@ loomResult_t loom_issue(struct loom_call *c, const char *fn) {
                       "call it outside the group",
                       fn);
   }
-  loom_call_trace(c, group_depth > 0);
+  /* A call run here and now on host buffers, with nothing queued before it,
+   * is recorded once planned, in one pass (execute.c); the others now, as
+   * queued. */
+  c->trace_at_plan = group_depth == 0 && c->stream == NULL && c->device == loomDeviceHost &&
+                     atomic_load_explicit(&c->comm->inflight, memory_order_relaxed) == 0;
+  if (c->trace_at_plan)
+    c->trace_id = 0;
+  else
+    loom_call_trace(c);
   if (group_depth > 0) {
     if (group_n == group_cap) {
       int cap = group_cap ? 2 * group_cap : 64;

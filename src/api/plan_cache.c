@@ -14,10 +14,10 @@ static int same_key(const struct loom_plan_key *a, const struct loom_plan_key *b
          a->elem_size == b->elem_size;
 }
 
-const char *loom_plan_cache_get(const struct loom_plan_cache *pc, const struct loom_plan_key *key,
-                                struct loom_schedule *out) {
+const char *loom_plan_cache_get(struct loom_plan_cache *pc, const struct loom_plan_key *key,
+                                struct loom_schedule *out, uint64_t **note) {
   for (int i = 0; i < LOOM_PLAN_CACHE_ENTRIES; i++) {
-    const struct loom_plan_entry *e = &pc->entry[i];
+    struct loom_plan_entry *e = &pc->entry[i];
     if (e->algo == NULL || !same_key(&e->key, key) || e->sched.nsteps > out->cap)
       continue;
     struct loom_step *steps = out->steps;
@@ -27,20 +27,21 @@ const char *loom_plan_cache_get(const struct loom_plan_cache *pc, const struct l
     out->cap = cap;
     if (e->sched.nsteps > 0) /* a 1-rank call has none, and maybe no array */
       memcpy(steps, e->steps, sizeof *steps * (size_t)e->sched.nsteps);
+    *note = &e->note;
     return e->algo;
   }
   return NULL;
 }
 
-void loom_plan_cache_put(struct loom_plan_cache *pc, const struct loom_plan_key *key,
-                         const char *algo, const struct loom_schedule *s) {
+uint64_t *loom_plan_cache_put(struct loom_plan_cache *pc, const struct loom_plan_key *key,
+                              const char *algo, const struct loom_schedule *s) {
   struct loom_plan_entry *e = &pc->entry[pc->next];
   pc->next = (pc->next + 1) % LOOM_PLAN_CACHE_ENTRIES;
   e->algo = NULL;
   if (s->nsteps > e->steps_cap) {
     struct loom_step *grown = realloc(e->steps, sizeof *grown * (size_t)s->nsteps);
     if (grown == NULL)
-      return;
+      return NULL;
     e->steps = grown;
     e->steps_cap = s->nsteps;
   }
@@ -51,6 +52,8 @@ void loom_plan_cache_put(struct loom_plan_cache *pc, const struct loom_plan_key 
   e->sched.cap = 0;
   e->key = *key;
   e->algo = algo;
+  e->note = 0;
+  return &e->note;
 }
 
 void loom_plan_cache_free(struct loom_plan_cache *pc) {

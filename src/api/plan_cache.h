@@ -15,6 +15,7 @@
 
 #include "core/coll.h"
 #include "sched/schedule.h"
+#include <stdint.h>
 
 #define LOOM_PLAN_CACHE_ENTRIES 4
 
@@ -30,6 +31,7 @@ struct loom_plan_entry {
   struct loom_schedule sched;    /* its steps below, not the caller's */
   struct loom_step *steps;
   int steps_cap;
+  uint64_t note; /* the caller's number for this plan (the flight recorder's), 0 until set */
 };
 
 struct loom_plan_cache {
@@ -38,14 +40,16 @@ struct loom_plan_cache {
 };
 
 /* On a hit, copies the cached schedule into *out (whose steps array, of
- * out->cap entries, receives the steps) and returns its algorithm's name;
- * NULL on a miss. */
-const char *loom_plan_cache_get(const struct loom_plan_cache *pc, const struct loom_plan_key *key,
-                                struct loom_schedule *out);
-/* Keeps a copy of schedule s planned for key (best effort: out of memory
- * keeps nothing). */
-void loom_plan_cache_put(struct loom_plan_cache *pc, const struct loom_plan_key *key,
-                         const char *algo, const struct loom_schedule *s);
+ * out->cap entries, receives the steps), points *note at the entry's note
+ * (valid until the next put) and returns its algorithm's name; NULL on a
+ * miss. */
+const char *loom_plan_cache_get(struct loom_plan_cache *pc, const struct loom_plan_key *key,
+                                struct loom_schedule *out, uint64_t **note);
+/* Keeps a copy of schedule s planned for key and returns its note (0,
+ * valid until the next put); best effort: out of memory keeps nothing
+ * and returns NULL. */
+uint64_t *loom_plan_cache_put(struct loom_plan_cache *pc, const struct loom_plan_key *key,
+                              const char *algo, const struct loom_schedule *s);
 void loom_plan_cache_free(struct loom_plan_cache *pc);
 
 #endif /* LOOM_PLAN_CACHE_H */

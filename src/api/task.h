@@ -11,6 +11,7 @@
 #include "engine/engine.h"
 #include "sched/schedule.h"
 #include "stream/stream.h"
+#include "trace/trace.h"
 
 #include <stddef.h>
 
@@ -37,20 +38,28 @@ struct loom_call {
   size_t send_bytes, recv_bytes;
   loomDevice_t device;
   uint64_t trace_id; /* its flight-recorder entry (comm_trace.c); 0: none */
+  /* run at once on host buffers with nothing queued before it: recorded
+   * when planned (loom_call_trace_run), not when issued */
+  unsigned char trace_at_plan;
 };
 
 struct loom_posted;
 /* comm_trace.c: the flight recorder's view of calls.  loom_call_trace
- * records an issued call (sets c->trace_id; deferred: recorded in a
- * group, so it starts later than issued); the others mark calls whose
- * task was posted (p's plan; a bucket's calls share it) or ended. */
-void loom_call_trace(struct loom_call *c, int deferred);
+ * records an issued call as queued (sets c->trace_id); loom_call_trace_run
+ * records a call run at once, with p's plan (NULL: it failed before
+ * planning), and returns its id; the others mark queued calls whose task
+ * was posted (p's plan; a bucket's calls share it) or calls that ended
+ * (timed: read the clock for the end even of a small call,
+ * loom_trace_ended). */
+void loom_call_trace(struct loom_call *c);
+uint64_t loom_call_trace_run(const struct loom_call *c, const struct loom_posted *p);
 void loom_calls_trace_started(loomComm_t comm, const struct loom_call *calls, int n,
                               const struct loom_posted *p);
 void loom_p2p_trace_started(loomComm_t comm, const struct loom_call *calls, const int *idx,
                             int m);
 void loom_calls_trace_ended(loomComm_t comm, const struct loom_call *calls, int n,
-                            loomResult_t res);
+                            loomResult_t res, int timed);
+
 
 /* Frees what a call owns (the all-to-all-v arrays). */
 void loom_call_free(struct loom_call *c);
@@ -70,7 +79,9 @@ struct loom_posted {
   void *bufs[LOOM_BUF_USER];
   void **user_bufs;            /* a send/recv batch's buffers (owned) */
   unsigned char barrier_byte;  /* a barrier's one-byte all-reduce */
-  const char *algo;            /* the plan's algorithm, for the flight recorder */
+  const char *algo;     /* the plan's algorithm */
+  uint64_t trace_plan;  /* its plan in the flight recorder (0: none) */
+  uint64_t trace_id;    /* a call recorded when planned (loom_call_trace_run) */
 };
 
 /* execute.c: plans call c (not SENDRECV) and posts it on the

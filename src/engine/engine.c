@@ -36,6 +36,7 @@ loomResult_t loom_engine_init(struct loom_engine *e) {
   e->last_fp[0] = e->last_fp[1] = 0;
   e->blamed = -1;
   e->probe_from = 0;
+  e->clock_turns = LOOM_ENGINE_CLOCK_TURNS;
   e->task = calloc(1, sizeof *e->task);
   e->fifo = calloc(ENGINE_RECV_FIFO, sizeof *e->fifo);
   if (e->task == NULL || e->fifo == NULL) {
@@ -590,6 +591,7 @@ loomResult_t loom_engine_post(struct loom_engine *e, const struct loom_engine_op
                       op->sched->cap);
   struct loom_engine_task *r = e->task;
   e->blamed = -1;
+  e->waited = 0;
   size_t esize = loom_datatype_size(op->datatype);
   size_t slice = (op->sched->slice_bytes != 0 ? op->sched->slice_bytes : e->chunk_bytes) / esize;
   task_start(r, e, op, slice > 0 ? slice : 1);

@@ -23,6 +23,8 @@
 struct loom_engine_task; /* engine_task.h */
 struct fifo_entry;
 
+#define LOOM_ENGINE_CLOCK_TURNS 8u
+
 struct loom_engine {
   int rank, nranks;
   const struct loom_transport *tp;
@@ -46,6 +48,10 @@ struct loom_engine {
    * waits yield at once instead of spinning first; gave_cpu: the latest
    * yield of the wait in flight did */
   int yield_first, gave_cpu;
+  /* still turns a wait spins before its first clock reading (a reading
+   * costs 20-30 ns on a VM, as much as a turn, and most waits of a small
+   * call end within a few turns); LOOM_ENGINE_CLOCK_TURNS */
+  unsigned clock_turns;
   size_t chunk_bytes;
   /* scratch, grown on demand */
   void *temp;                    /* reduce landing slots */
@@ -60,6 +66,9 @@ struct loom_engine {
    * message left over from that call is reported against it */
   uint64_t last_fp[2];
   int blamed; /* the rank the last failed task blamed (-1: none), for the flight recorder */
+  /* the task in flight waited longer than a moment (its still turns read
+   * the clock more than once), so the flight recorder reads its end time */
+  int waited;
   size_t step_base_cap;
   int probe_from;                /* where the next receive from any rank starts looking */
   struct loom_engine_task *task; /* the collective in flight (done when none) */

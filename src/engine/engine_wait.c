@@ -95,23 +95,30 @@ static int idle_ends(struct loom_engine_task *r) {
 }
 
 /* One still turn of task r: what to do before the next progress, and for
- * IDLE_SLEEP for how long.  The clock starts the wait at the first still
- * turn and is then read every ENGINE_CLOCK_TURNS turns while spinning (a
- * read costs as much as a turn, and the first microseconds are when data
- * arrives). */
+ * IDLE_SLEEP for how long.  A wait spins e->clock_turns turns before the
+ * clock starts it (one that yields at once, or with LOOM_SPIN_US=0,
+ * starts it at the first), and the clock is then read every ENGINE_CLOCK_TURNS turns while
+ * spinning (a read costs as much as a turn, and the first microseconds
+ * are when data arrives). */
 static enum idle_action idle_step(struct loom_engine_task *r, int *us) {
   struct loom_engine *e = r->e;
   uint64_t spin_ns = (uint64_t)e->spin_us * 1000u;
   uint64_t pure_ns = e->yield_first ? 0 : ENGINE_PURE_SPIN_NS;
-  if (r->idle_turns++ == 0) {
-    r->now = r->last_progress = loom_now_ns();
+  unsigned turn = r->idle_turns++;
+  if (turn == 0)
     e->gave_cpu = 0;
+  unsigned first = e->yield_first || e->spin_us == 0 ? 0 : e->clock_turns;
+  if (turn < first)
+    return IDLE_SPIN;
+  if (turn == first) {
+    r->now = r->last_progress = loom_now_ns();
   } else if (r->idle_turns % ENGINE_CLOCK_TURNS != 0 &&
              r->now - r->last_progress < pure_ns &&
              r->now - r->last_progress < spin_ns) {
     return IDLE_SPIN;
   } else {
     r->now = loom_now_ns();
+    e->waited = 1;
   }
   if (idle_ends(r))
     return IDLE_ENDED;

@@ -111,24 +111,24 @@ const char *loom_trace_coll_name(int coll) {
   return loom_coll_name((enum loom_coll)coll);
 }
 
-static void put_peers(struct out *o, const struct loom_trace_entry *en) {
+static void put_peers(struct out *o, const struct loom_trace_peers *p) {
   put(o, "\"peers\": [");
-  int n = en->npeers < LOOM_TRACE_PEERS ? en->npeers : LOOM_TRACE_PEERS;
+  int n = p->n >= 0 && p->n < LOOM_TRACE_PEERS ? p->n : LOOM_TRACE_PEERS;
   for (int i = 0; i < n; i++) {
     put(o, i ? ", {" : "{");
-    field_int(o, "rank", en->peer[i]);
+    field_int(o, "rank", p->peer[i]);
     put(o, ", ");
-    field_int(o, "sent", (int64_t)en->sent[i]);
+    field_int(o, "sent", (int64_t)p->sent[i]);
     put(o, ", ");
-    field_int(o, "received", (int64_t)en->received[i]);
+    field_int(o, "received", (int64_t)p->received[i]);
     put(o, "}");
   }
   put(o, "]");
-  if (en->other_sent != 0 || en->other_received != 0) {
+  if (p->other_sent != 0 || p->other_received != 0) {
     put(o, ", ");
-    field_int(o, "other_peers_sent", (int64_t)en->other_sent);
+    field_int(o, "other_peers_sent", (int64_t)p->other_sent);
     put(o, ", ");
-    field_int(o, "other_peers_received", (int64_t)en->other_received);
+    field_int(o, "other_peers_received", (int64_t)p->other_received);
   }
 }
 
@@ -157,7 +157,21 @@ static void put_call(struct out *o, const struct loom_trace_call *c) {
   field_int(o, "stream", c->on_stream);
 }
 
-static void put_entry(struct out *o, const struct loom_trace_entry *en, uint64_t id) {
+/* Copies plan `id` when the plan ring still holds it, unchanged while
+ * copied. */
+static int copy_plan(const struct loom_trace *t, uint64_t id, struct loom_trace_plan *copy) {
+  if (id == 0)
+    return 0;
+  const struct loom_trace_plan *pl = &t->plans[(id - 1) & t->mask];
+  if (atomic_load_explicit(&pl->id, memory_order_acquire) != id)
+    return 0;
+  memcpy((void *)copy, (const void *)pl, sizeof *copy);
+  atomic_thread_fence(memory_order_acquire);
+  return atomic_load_explicit(&pl->id, memory_order_relaxed) == id;
+}
+
+static void put_entry(struct out *o, const struct loom_trace *t,
+                      const struct loom_trace_entry *en, uint64_t id) {
   int state = atomic_load_explicit(&en->state, memory_order_acquire);
   put(o, "    {");
   field_int(o, "id", (int64_t)id);
@@ -169,15 +183,16 @@ static void put_entry(struct out *o, const struct loom_trace_entry *en, uint64_t
   put_call(o, &en->call);
   put(o, ", ");
   field_str(o, "state", loom_trace_state_name(state));
-  if (en->algo != NULL && state != LOOM_TRACE_QUEUED) {
+  struct loom_trace_plan plan;
+  if (state != LOOM_TRACE_QUEUED && copy_plan(t, en->plan, &plan)) {
     put(o, ", ");
-    field_str(o, "algo", en->algo);
+    field_str(o, "algo", plan.algo);
     put(o, ", ");
-    field_str(o, "proto", en->ll ? "LL" : "simple");
+    field_str(o, "proto", plan.ll ? "LL" : "simple");
     put(o, ", ");
     field_int(o, "fused", en->fused);
     put(o, ", ");
-    put_peers(o, en);
+    put_peers(o, &plan.peers);
   }
   if (state == LOOM_TRACE_FAILED) {
     put(o, ", ");
@@ -188,9 +203,11 @@ static void put_entry(struct out *o, const struct loom_trace_entry *en, uint64_t
   put(o, ", ");
   field_int(o, "queued_ns", (int64_t)atomic_load(&en->t_queued));
   put(o, ", ");
-  field_int(o, "started_ns", (int64_t)atomic_load(&en->t_started));
+  /* a field the state does not show yet is left over from an older call */
+  field_int(o, "started_ns",
+            state != LOOM_TRACE_QUEUED ? (int64_t)atomic_load(&en->t_started) : 0);
   put(o, ", ");
-  field_int(o, "ended_ns", (int64_t)atomic_load(&en->t_ended));
+  field_int(o, "ended_ns", state >= LOOM_TRACE_FINISHED ? (int64_t)atomic_load(&en->t_ended) : 0);
   put(o, "}");
 }
 
@@ -201,7 +218,10 @@ static int copy_entry(const struct loom_trace *t, uint64_t i, struct loom_trace_
   *id = atomic_load_explicit(&en->id, memory_order_acquire);
   if (*id == 0 || *id != i + 1)
     return 0;
+  /* the state first: the fields it shows were written before it */
+  int state = atomic_load_explicit(&en->state, memory_order_acquire);
   memcpy((void *)copy, (const void *)en, sizeof *copy);
+  atomic_store_explicit(&copy->state, state, memory_order_relaxed);
   atomic_thread_fence(memory_order_acquire);
   return atomic_load_explicit(&en->id, memory_order_relaxed) == *id;
 }
@@ -255,7 +275,7 @@ int loom_trace_write(const struct loom_trace *t, int fd, const char *reason, con
       continue; /* being rewritten: a newer call is in its slot */
     if (any)
       put(&o, ",\n");
-    put_entry(&o, &copy, id);
+    put_entry(&o, t, &copy, id);
     any = 1;
   }
   put(&o, "\n  ]\n}\n");

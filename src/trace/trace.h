@@ -6,10 +6,10 @@
  * (LOOM_DUMP_ON_SIGNAL) on a fatal signal.  tools/loom-trace merges every
  * rank's dump into a verdict (docs/debugging.md).
  *
- * Cost: a few stores per call (about 20 ns, docs/performance.md), two
- * reads of the coarse real-time clock (a few ns each; its resolution, a
- * few ms, is in the dump).  Real time, not monotonic: dumps of several
- * nodes are compared.
+ * Cost: a few stores per call and one or two reads of the coarse
+ * real-time clock (a few ns each; its resolution, a few ms, is in the
+ * dump): docs/performance.md has the measured cost.  Real time, not
+ * monotonic: dumps of several nodes are compared.
  *
  * Calls are recorded by the thread that issues them and updated by the
  * thread that runs them (a stream's); a dump may read the ring while both
@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #define LOOM_TRACE_PEERS 4    /* peers recorded per call (the rest are summed) */
+#define LOOM_TRACE_SMALL_BYTES (64u << 10)
 #define LOOM_TRACE_MAX (1 << 20)
 
 enum loom_trace_state {
@@ -36,7 +37,7 @@ enum loom_trace_state {
 };
 
 /* What a call asks for, as recorded at issue (small: the ring's entries
- * are 3 cache lines). */
+ * are 2 cache lines). */
 struct loom_trace_call {
   int16_t coll;      /* enum loom_coll; LOOM_TRACE_SPLIT/FINALIZE for communicator calls */
   int16_t op;        /* loomRedOp_t as given (-1: none) */
@@ -44,7 +45,10 @@ struct loom_trace_call {
   int8_t device;     /* loomDevice_t of the buffers */
   uint8_t is_send;
   uint8_t on_stream; /* queued on a stream rather than run at once */
-  uint8_t deferred;  /* on a stream or in a group: starts later than issued */
+  /* it reads and writes at most LOOM_TRACE_SMALL_BYTES of this rank's
+   * buffers: alone in its task and never waiting long, it ends a moment
+   * after it starts */
+  uint8_t small;
   int32_t root;      /* root or send/recv peer; -1 none */
   uint64_t count;
 };
@@ -52,26 +56,44 @@ struct loom_trace_call {
 #define LOOM_TRACE_FINALIZE 101
 #define LOOM_TRACE_SHRINK 102
 
-/* One call, 192 bytes, cache-line aligned: a record touches 3 lines, and
+/* The plan's bytes to and from its first LOOM_TRACE_PEERS peers, and to
+ * and from the others together. */
+struct loom_trace_peers {
+  int32_t n;
+  int32_t peer[LOOM_TRACE_PEERS];
+  uint64_t sent[LOOM_TRACE_PEERS], received[LOOM_TRACE_PEERS];
+  uint64_t other_sent, other_received;
+};
+
+/* What planning chose for a call: its algorithm, protocol and bytes per
+ * peer.  A plan depends only on the call's shape, and a shape is planned
+ * once while the plan cache holds it (api/plan_cache.c), so plans are
+ * kept in a ring of their own, numbered, and a call's entry names its
+ * plan by number: one store a call.  A dump shows a call's plan while the
+ * plan ring still holds that number. */
+struct loom_trace_plan {
+  _Atomic uint64_t id; /* 1 + plan number; 0 while written or empty */
+  const char *algo;    /* static text */
+  uint8_t ll;          /* the low-latency protocol */
+  struct loom_trace_peers peers;
+} __attribute__((aligned(64)));
+
+/* One call, 128 bytes, cache-line aligned: a record touches 2 lines, and
  * the next entry's are prefetched, so a call on a ring larger than the
- * caches does not wait for them. */
+ * caches does not wait for them.  Which fields hold a value depends on
+ * the state: t_started, plan and fused from STARTED on; t_ended once
+ * FINISHED or FAILED, and result and blamed once FAILED (each is written
+ * before the state that shows it). */
 struct loom_trace_entry {
   _Atomic uint64_t id; /* 1 + record number; 0 while written or empty */
   struct loom_trace_call call;
   uint32_t seq;        /* collective number on the communicator (p2p: its own count) */
   uint16_t fused;      /* calls sharing this call's task (a bucket), 1 when alone */
-  uint8_t ll;          /* the low-latency protocol */
-  uint8_t npeers;
-  const char *algo;    /* static text, NULL until started */
   _Atomic int state;
-  _Atomic int result;  /* loomResult_t once ended */
+  _Atomic int result;  /* loomResult_t */
   _Atomic int blamed;  /* the rank a failure was blamed on, -1 */
-  _Atomic uint64_t t_queued, t_started, t_ended; /* ns of real time (coarse), 0: not yet */
-  /* the plan's bytes to and from its first LOOM_TRACE_PEERS peers, and
-   * to and from the others together */
-  int32_t peer[LOOM_TRACE_PEERS];
-  uint64_t sent[LOOM_TRACE_PEERS], received[LOOM_TRACE_PEERS];
-  uint64_t other_sent, other_received;
+  uint64_t plan;       /* its plan's id in the plan ring; 0: none (a communicator call) */
+  _Atomic uint64_t t_queued, t_started, t_ended; /* ns of real time (coarse) */
 } __attribute__((aligned(64)));
 
 struct loom_trace {
@@ -80,6 +102,10 @@ struct loom_trace {
   /* records so far: collectives in the low 32 bits, sends/receives above;
    * written by the issuing thread only */
   _Atomic uint64_t counts;
+  /* the plan ring, as many slots as the call ring; plans so far, written
+   * under the communicator's op_lock (where calls are planned) */
+  struct loom_trace_plan *plans;
+  _Atomic uint64_t nplans;
   _Atomic int dumped; /* dumps written on error (one per communicator) */
   char comm_id[17];   /* the same on every rank of the communicator */
   char name[64];
@@ -104,17 +130,25 @@ struct loom_trace *loom_trace_create(int cap, const uint8_t *secret, size_t secr
                                      const char *name, int rank, int nranks);
 void loom_trace_free(struct loom_trace *t);
 
-/* Records an issued call (state QUEUED, or STARTED when started != 0);
- * returns its id for the updates below (0: t is NULL). */
-uint64_t loom_trace_record(struct loom_trace *t, const struct loom_trace_call *c, int started);
-
 struct loom_schedule;
-/* The call's task was posted: algo and the plan's bytes per peer
- * (elements of esize bytes; s NULL: none known). */
-void loom_trace_started(struct loom_trace *t, uint64_t id, const char *algo, int ll, int fused,
-                        const struct loom_schedule *s, size_t esize);
-/* The call's task ended with res (blamed: the rank a failure names, -1). */
-void loom_trace_ended(struct loom_trace *t, uint64_t id, loomResult_t res, int blamed);
+/* The bytes per peer of schedule s, whose elements are esize bytes. */
+void loom_trace_peers_of(const struct loom_schedule *s, size_t esize,
+                         struct loom_trace_peers *out);
+/* Keeps a plan in the plan ring: algorithm algo (static text), protocol,
+ * and the bytes per peer of schedule s (elements of esize bytes) or, s
+ * NULL, `peers` (NULL: none).  Returns its id for loom_trace_record and
+ * loom_trace_started (0: t is NULL). */
+uint64_t loom_trace_plan_add(struct loom_trace *t, const char *algo, int ll,
+                             const struct loom_schedule *s, size_t esize,
+                             const struct loom_trace_peers *peers);
+/* Whether the plan ring still holds plan `id`. */
+static inline int loom_trace_plan_kept(const struct loom_trace *t, uint64_t id) {
+  return atomic_load_explicit(&t->plans[(id - 1) & t->mask].id, memory_order_relaxed) == id;
+}
+
+/* The calls below run on every collective: inline, and the clock read
+ * only where it tells something (trace_record.h). */
+#include "trace/trace_record.h"
 
 /* dump.c: writes the ring as one JSON document to fd, oldest call first.
  * reason: "timeout", "abort", "request", ...; error: the failure's text or

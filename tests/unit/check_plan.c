@@ -495,6 +495,7 @@ static const char *plan_shape(const struct loom_plan_key *k, struct loom_schedul
 START_TEST(plan_cache_hit_is_the_planned_schedule) {
   static struct loom_step planned[CACHE_STEPS], got[CACHE_STEPS];
   struct loom_plan_cache pc = {0};
+  uint64_t *pp = NULL;
   const struct loom_plan_key shapes[] = {
       {LOOM_COLL_ALLREDUCE, -1, 3, 4},      {LOOM_COLL_ALLREDUCE, -1, 1 << 20, 4},
       {LOOM_COLL_BROADCAST, 2, 1000, 8},    {LOOM_COLL_ALLGATHER, -1, 4099, 2}};
@@ -504,10 +505,15 @@ START_TEST(plan_cache_hit_is_the_planned_schedule) {
     ck_assert_ptr_nonnull(algo);
     ck_assert_int_gt(s.nsteps, 0);
     loom_sched_init(&out, got, CACHE_STEPS);
-    ck_assert_ptr_null(loom_plan_cache_get(&pc, &shapes[i], &out));
-    loom_plan_cache_put(&pc, &shapes[i], algo, &s);
+    ck_assert_ptr_null(loom_plan_cache_get(&pc, &shapes[i], &out, &pp));
+    uint64_t *kept = loom_plan_cache_put(&pc, &shapes[i], algo, &s);
+    ck_assert_ptr_nonnull(kept);
+    ck_assert_uint_eq(*kept, 0);
+    *kept = 100 + i; /* the caller's note comes back with every hit */
     memset(got, 0xa5, sizeof got);
-    ck_assert_str_eq(loom_plan_cache_get(&pc, &shapes[i], &out), algo);
+    ck_assert_str_eq(loom_plan_cache_get(&pc, &shapes[i], &out, &pp), algo);
+    ck_assert_ptr_eq(pp, kept);
+    ck_assert_uint_eq(*pp, 100 + i);
     ck_assert_ptr_eq(out.steps, got);
     ck_assert_int_eq(out.cap, CACHE_STEPS);
     ck_assert_int_eq(out.nsteps, s.nsteps);
@@ -519,31 +525,31 @@ START_TEST(plan_cache_hit_is_the_planned_schedule) {
     /* a caller whose array is too small for it misses */
     struct loom_schedule small;
     loom_sched_init(&small, got, s.nsteps - 1);
-    ck_assert_ptr_null(loom_plan_cache_get(&pc, &shapes[i], &small));
+    ck_assert_ptr_null(loom_plan_cache_get(&pc, &shapes[i], &small, &pp));
   }
   /* every field of the key counts */
   struct loom_schedule out;
   loom_sched_init(&out, got, CACHE_STEPS);
   struct loom_plan_key k = shapes[2];
   k.root = 3;
-  ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out));
+  ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out, &pp));
   k = shapes[2];
   k.elem_size = 4;
-  ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out));
+  ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out, &pp));
   k = shapes[0];
   k.count = 4;
-  ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out));
+  ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out, &pp));
   k = shapes[0];
   k.coll = LOOM_COLL_REDUCESCATTER;
-  ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out));
+  ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out, &pp));
   /* a fifth shape replaces the oldest, the others stay */
   struct loom_schedule s;
   struct loom_plan_key fifth = {LOOM_COLL_REDUCE, 0, 77, 4};
   loom_plan_cache_put(&pc, &fifth, plan_shape(&fifth, &s, planned), &s);
-  ck_assert_ptr_nonnull(loom_plan_cache_get(&pc, &fifth, &out));
-  ck_assert_ptr_null(loom_plan_cache_get(&pc, &shapes[0], &out));
+  ck_assert_ptr_nonnull(loom_plan_cache_get(&pc, &fifth, &out, &pp));
+  ck_assert_ptr_null(loom_plan_cache_get(&pc, &shapes[0], &out, &pp));
   for (int i = 1; i < 4; i++)
-    ck_assert_ptr_nonnull(loom_plan_cache_get(&pc, &shapes[i], &out));
+    ck_assert_ptr_nonnull(loom_plan_cache_get(&pc, &shapes[i], &out, &pp));
   loom_plan_cache_free(&pc);
   /* a schedule of no steps (one rank) into an entry with no array yet,
    * and back into a caller's empty array */
@@ -551,7 +557,7 @@ START_TEST(plan_cache_hit_is_the_planned_schedule) {
   struct loom_schedule none;
   loom_sched_init(&none, NULL, 0);
   loom_plan_cache_put(&pc, &one, "none", &none);
-  ck_assert_str_eq(loom_plan_cache_get(&pc, &one, &none), "none");
+  ck_assert_str_eq(loom_plan_cache_get(&pc, &one, &none, &pp), "none");
   ck_assert_int_eq(none.nsteps, 0);
   loom_plan_cache_free(&pc);
 }

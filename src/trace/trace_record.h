@@ -1,0 +1,101 @@
+/*
+ * trace_record.h — the flight recorder's per-call updates (included by
+ * trace.h, which says who writes what): inline, since every collective
+ * runs them, and reading the clock only where the time is news.
+ */
+#ifndef LOOM_TRACE_RECORD_H
+#define LOOM_TRACE_RECORD_H
+
+#include "core/coll.h"
+
+#include <time.h>
+
+static inline uint64_t loom_trace_clock(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* The slot of record id, or NULL when the ring has moved past it. */
+static inline struct loom_trace_entry *loom_trace_slot(struct loom_trace *t, uint64_t id) {
+  if (t == NULL || id == 0)
+    return NULL;
+  struct loom_trace_entry *en = &t->entries[(id - 1) & t->mask];
+  return atomic_load_explicit(&en->id, memory_order_relaxed) == id ? en : NULL;
+}
+
+/* Records a call: queued (started == 0: issued, to start later on a
+ * stream or at loomGroupEnd), or started with its plan (an id from
+ * loom_trace_plan_add; 0: none): a communicator call, or a call run at
+ * once, recorded once planned, so in one pass.  Returns its id for the
+ * updates below (0: t is NULL). */
+static inline uint64_t loom_trace_record(struct loom_trace *t, const struct loom_trace_call *c,
+                                         int started, uint64_t plan) {
+  if (t == NULL)
+    return 0;
+  int p2p = c->coll == LOOM_COLL_SENDRECV;
+  /* A communicator's calls are issued by one thread at a time (loom.h), so
+   * a plain add: a dump reading it at the same time sees one value or the
+   * other. */
+  uint64_t before = atomic_load_explicit(&t->counts, memory_order_relaxed);
+  atomic_store_explicit(&t->counts, before + (p2p ? 1ull << 32 : 1ull), memory_order_relaxed);
+  uint64_t id = (before & 0xffffffffu) + (before >> 32) + 1;
+  struct loom_trace_entry *en = &t->entries[(id - 1) & t->mask];
+  atomic_store_explicit(&en->id, 0, memory_order_relaxed);
+  atomic_thread_fence(memory_order_release); /* a reader that sees the new fields sees 0 */
+  en->seq = (uint32_t)(p2p ? before >> 32 : before & 0xffffffffu);
+  en->call = *c;
+  uint64_t now = loom_trace_clock();
+  atomic_store_explicit(&en->t_queued, now, memory_order_relaxed);
+  if (started) {
+    en->plan = plan;
+    en->fused = 1;
+    atomic_store_explicit(&en->t_started, now, memory_order_relaxed);
+  }
+  atomic_store_explicit(&en->state, started ? LOOM_TRACE_STARTED : LOOM_TRACE_QUEUED,
+                        memory_order_relaxed);
+  atomic_store_explicit(&en->id, id, memory_order_release);
+  /* the next call's entry, into the cache while this call runs */
+  const char *next = (const char *)&t->entries[id & t->mask];
+  __builtin_prefetch(next, 1, 3);
+  __builtin_prefetch(next + 64, 1, 3);
+  return id;
+}
+
+/* A queued call's task was posted: its plan, and the calls sharing the
+ * task. */
+static inline void loom_trace_started(struct loom_trace *t, uint64_t id, uint64_t plan,
+                                      int fused) {
+  struct loom_trace_entry *en = loom_trace_slot(t, id);
+  if (en == NULL)
+    return;
+  en->plan = plan;
+  en->fused = (uint16_t)(fused < UINT16_MAX ? fused : UINT16_MAX);
+  atomic_store_explicit(&en->t_started, loom_trace_clock(), memory_order_relaxed);
+  atomic_store_explicit(&en->state, LOOM_TRACE_STARTED, memory_order_release);
+}
+
+/* The call's task ended with res (blamed: the rank a failure names, -1).
+ * The clock is read for a failure, for a call that is not small, and
+ * when `timed` (its task waited long or held other calls too); otherwise
+ * the call ended a moment after it started, and its start time, at the
+ * coarse clock's resolution, is its end time. */
+static inline void loom_trace_ended(struct loom_trace *t, uint64_t id, loomResult_t res,
+                                    int blamed, int timed) {
+  struct loom_trace_entry *en = loom_trace_slot(t, id);
+  if (en == NULL)
+    return;
+  int ok = res == loomSuccess;
+  if (!ok) { /* the dump shows these for a failure only */
+    atomic_store_explicit(&en->result, res, memory_order_relaxed);
+    atomic_store_explicit(&en->blamed, blamed, memory_order_relaxed);
+  }
+  uint64_t now = timed || !ok || !en->call.small
+                     ? loom_trace_clock()
+                     : atomic_load_explicit(&en->t_started, memory_order_relaxed);
+  atomic_store_explicit(&en->t_ended, now, memory_order_relaxed);
+  atomic_store_explicit(&en->state, ok ? LOOM_TRACE_FINISHED : LOOM_TRACE_FAILED,
+                        memory_order_release);
+}
+
+#endif

@@ -1,0 +1,217 @@
+/*
+ * check_trace.c — the flight recorder's ring on its own: what a call's
+ * entry holds at each state, the bytes per peer worked out from a plan,
+ * and the dump showing only what the state says is there.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/coll.h"
+#include "sched/schedule.h"
+#include "trace/trace.h"
+
+static struct loom_trace *recorder(int cap) {
+  static const uint8_t secret[32] = {1, 2, 3};
+  return loom_trace_create(cap, secret, sizeof secret, "check", 0, 4);
+}
+
+static const struct loom_trace_entry *entry_of(const struct loom_trace *t, uint64_t id) {
+  return &t->entries[(id - 1) & t->mask];
+}
+
+/* Peers in the order the plan first meets them, bytes summed per peer,
+ * and those past LOOM_TRACE_PEERS together. */
+START_TEST(peers_of_a_plan) {
+  struct loom_step st[7];
+  struct loom_schedule s;
+  loom_sched_init(&s, st, 7);
+  const int send_to[] = {1, 2, 1, 3, 4, 5, -1};
+  const int recv_from[] = {1, -1, 2, 3, 4, 6, 7};
+  for (int i = 0; i < 7; i++) {
+    struct loom_step *x = loom_sched_add(&s);
+    x->send_peer = send_to[i];
+    x->send_count = 10u * (unsigned)(i + 1);
+    x->recv_peer = recv_from[i];
+    x->recv_count = 100u * (unsigned)(i + 1);
+  }
+  struct loom_trace_peers p;
+  loom_trace_peers_of(&s, 4, &p);
+  ck_assert_int_eq(p.n, LOOM_TRACE_PEERS);
+  const int32_t peer[] = {1, 2, 3, 4};
+  const uint64_t sent[] = {4 * (10 + 30), 4 * 20, 4 * 40, 4 * 50};
+  const uint64_t received[] = {4 * 100, 4 * 300, 4 * 400, 4 * 500};
+  for (int i = 0; i < LOOM_TRACE_PEERS; i++) {
+    ck_assert_int_eq(p.peer[i], peer[i]);
+    ck_assert_uint_eq(p.sent[i], sent[i]);
+    ck_assert_uint_eq(p.received[i], received[i]);
+  }
+  ck_assert_uint_eq(p.other_sent, 4 * 60);                 /* to 5 */
+  ck_assert_uint_eq(p.other_received, 4 * (600 + 700));    /* from 6 and 7 */
+  loom_trace_peers_of(NULL, 4, &p);
+  ck_assert_int_eq(p.n, 0);
+}
+END_TEST
+
+/* The coarse clock has moved on after this. */
+static void a_few_ticks(void) {
+  struct timespec res;
+  clock_getres(CLOCK_REALTIME_COARSE, &res);
+  usleep((useconds_t)(3 * (res.tv_sec * 1000000 + res.tv_nsec / 1000) + 1000));
+}
+
+/* A queued call: recorded, started later (its own clock reading) with its
+ * plan and the calls sharing its task, ended. */
+START_TEST(queued_call) {
+  struct loom_trace *t = recorder(4);
+  ck_assert_ptr_nonnull(t);
+  struct loom_trace_call c = {.coll = LOOM_COLL_ALLREDUCE, .op = 0, .datatype = 7, .root = -1,
+                              .count = 2, .on_stream = 1, .small = 1};
+  struct loom_trace_peers peers = {.n = 1, .peer = {1}, .sent = {8}, .received = {8}};
+  uint64_t id = loom_trace_record(t, &c, 0, 0);
+  ck_assert_uint_eq(id, 1);
+  const struct loom_trace_entry *en = entry_of(t, id);
+  ck_assert_int_eq(atomic_load(&en->state), LOOM_TRACE_QUEUED);
+  ck_assert_uint_gt(atomic_load(&en->t_queued), 0);
+  a_few_ticks();
+  uint64_t plan = loom_trace_plan_add(t, "ring", 1, NULL, 0, &peers);
+  ck_assert_uint_eq(plan, 1);
+  loom_trace_started(t, id, plan, 3);
+  ck_assert_int_eq(atomic_load(&en->state), LOOM_TRACE_STARTED);
+  ck_assert_uint_gt(atomic_load(&en->t_started), atomic_load(&en->t_queued));
+  ck_assert_uint_eq(en->plan, plan);
+  ck_assert_int_eq(en->fused, 3);
+  const struct loom_trace_plan *pl = &t->plans[plan - 1];
+  ck_assert_int_eq(memcmp(&pl->peers, &peers, sizeof peers), 0);
+  ck_assert_str_eq(pl->algo, "ring");
+  ck_assert_int_eq(pl->ll, 1);
+  loom_trace_ended(t, id, loomSuccess, -1, 1);
+  ck_assert_int_eq(atomic_load(&en->state), LOOM_TRACE_FINISHED);
+  ck_assert_uint_ge(atomic_load(&en->t_ended), atomic_load(&en->t_started));
+  loom_trace_free(t);
+}
+END_TEST
+
+/* A small call run at once: recorded started, with its plan, in one pass;
+ * ended with no clock reading when it ends a moment after it started;
+ * the clock is read for a failure, a call not small, or one whose task
+ * says it took time. */
+START_TEST(states_and_times) {
+  struct loom_trace *t = recorder(4);
+  ck_assert_ptr_nonnull(t);
+  struct loom_trace_call c = {.coll = LOOM_COLL_ALLREDUCE, .op = 0, .datatype = 7, .root = -1,
+                              .count = 2, .small = 1};
+  struct loom_trace_peers peers = {.n = 1, .peer = {1}, .sent = {8}, .received = {8}};
+  uint64_t plan = loom_trace_plan_add(t, "ring", 1, NULL, 0, &peers);
+  uint64_t id = loom_trace_record(t, &c, 1, plan);
+  ck_assert_uint_eq(id, 1);
+  const struct loom_trace_entry *en = entry_of(t, id);
+  ck_assert_int_eq(atomic_load(&en->state), LOOM_TRACE_STARTED);
+  ck_assert_uint_gt(atomic_load(&en->t_queued), 0);
+  ck_assert_uint_eq(atomic_load(&en->t_started), atomic_load(&en->t_queued));
+  ck_assert_uint_eq(en->plan, plan);
+  ck_assert_int_eq(en->fused, 1);
+  loom_trace_ended(t, id, loomSuccess, 3, 0);
+  ck_assert_int_eq(atomic_load(&en->state), LOOM_TRACE_FINISHED);
+  ck_assert_uint_eq(atomic_load(&en->t_ended), atomic_load(&en->t_started));
+  /* a failure: the clock is read, and the blamed rank kept */
+  id = loom_trace_record(t, &c, 1, plan);
+  en = entry_of(t, id);
+  a_few_ticks();
+  loom_trace_ended(t, id, loomRemoteError, 3, 0);
+  ck_assert_int_eq(atomic_load(&en->state), LOOM_TRACE_FAILED);
+  ck_assert_int_eq(atomic_load(&en->result), loomRemoteError);
+  ck_assert_int_eq(atomic_load(&en->blamed), 3);
+  ck_assert_uint_gt(atomic_load(&en->t_ended), atomic_load(&en->t_started));
+  /* a call whose task took time (timed), and a call not small */
+  for (int big = 0; big < 2; big++) {
+    c.small = (uint8_t)!big;
+    id = loom_trace_record(t, &c, 1, 0);
+    en = entry_of(t, id);
+    ck_assert_uint_eq(en->plan, 0);
+    a_few_ticks();
+    loom_trace_ended(t, id, loomSuccess, -1, !big);
+    ck_assert_uint_gt(atomic_load(&en->t_ended), atomic_load(&en->t_started));
+  }
+  loom_trace_free(t);
+}
+END_TEST
+
+/* The dump of t, as text (in buf of len bytes). */
+static const char *dump_text(const struct loom_trace *t, char *buf, size_t len) {
+  char path[] = "/tmp/check_trace.XXXXXX";
+  int fd = mkstemp(path);
+  ck_assert_int_ge(fd, 0);
+  ck_assert_int_eq(loom_trace_write(t, fd, "request", NULL), 0);
+  ssize_t n = pread(fd, buf, len - 1, 0);
+  close(fd);
+  unlink(path);
+  ck_assert_int_gt(n, 0);
+  buf[n] = '\0';
+  return buf;
+}
+
+/* A call's plan is shown while the plan ring holds it; once overwritten,
+ * the call is shown without one (never with another call's). */
+START_TEST(dump_shows_kept_plans_only) {
+  struct loom_trace *t = recorder(2);
+  struct loom_trace_call c = {.coll = LOOM_COLL_ALLREDUCE, .op = 0, .datatype = 7, .root = -1,
+                              .count = 2, .small = 1};
+  struct loom_trace_peers peers = {.n = 1, .peer = {3}, .sent = {8}, .received = {16}};
+  uint64_t plan = loom_trace_plan_add(t, "ring", 1, NULL, 0, &peers);
+  loom_trace_ended(t, loom_trace_record(t, &c, 1, plan), loomSuccess, -1, 0);
+  char text[8192];
+  dump_text(t, text, sizeof text);
+  ck_assert_ptr_nonnull(strstr(text, "\"algo\": \"ring\", \"proto\": \"LL\""));
+  ck_assert_ptr_nonnull(strstr(text, "\"peers\": [{\"rank\": 3, \"sent\": 8, \"received\": 16}]"));
+  ck_assert(loom_trace_plan_kept(t, plan));
+  loom_trace_plan_add(t, "tree", 0, NULL, 0, NULL);
+  loom_trace_plan_add(t, "tree", 0, NULL, 0, NULL); /* plan's slot, reused */
+  ck_assert(!loom_trace_plan_kept(t, plan));
+  dump_text(t, text, sizeof text);
+  ck_assert_ptr_nonnull(strstr(text, "\"state\": \"finished\""));
+  ck_assert_ptr_null(strstr(text, "\"algo\""));
+  loom_trace_free(t);
+}
+END_TEST
+
+/* The ring's slots are reused: a queued call there shows none of the
+ * older call's start, end or plan in the dump. */
+START_TEST(dump_shows_what_the_state_says) {
+  struct loom_trace *t = recorder(1);
+  struct loom_trace_call c = {.coll = LOOM_COLL_ALLREDUCE, .op = 0, .datatype = 7, .root = -1,
+                              .count = 2};
+  struct loom_trace_peers peers = {.n = 1, .peer = {1}, .sent = {8}, .received = {8}};
+  uint64_t id = loom_trace_record(t, &c, 1, loom_trace_plan_add(t, "ring", 0, NULL, 0, &peers));
+  loom_trace_ended(t, id, loomSuccess, -1, 1);
+  id = loom_trace_record(t, &c, 0, 0); /* the same slot, queued */
+  ck_assert_uint_eq(id, 2);
+  char text[8192];
+  dump_text(t, text, sizeof text);
+  ck_assert_ptr_nonnull(strstr(text, "\"state\": \"queued\""));
+  ck_assert_ptr_null(strstr(text, "\"algo\""));
+  ck_assert_ptr_null(strstr(text, "\"peers\""));
+  ck_assert_ptr_nonnull(strstr(text, "\"started_ns\": 0,"));
+  ck_assert_ptr_nonnull(strstr(text, "\"ended_ns\": 0}"));
+  loom_trace_free(t);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("trace");
+  TCase *tc = tcase_create("trace");
+  tcase_add_test(tc, peers_of_a_plan);
+  tcase_add_test(tc, queued_call);
+  tcase_add_test(tc, states_and_times);
+  tcase_add_test(tc, dump_shows_what_the_state_says);
+  tcase_add_test(tc, dump_shows_kept_plans_only);
+  suite_add_tcase(s, tc);
+  SRunner *sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  int failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? 0 : 1;
+}

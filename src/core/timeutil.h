@@ -1,5 +1,5 @@
 /*
- * timeutil.h — monotonic clock and deadlines.
+ * timeutil.h — clocks in nanoseconds, and deadlines.
  */
 #ifndef LOOM_CORE_TIMEUTIL_H
 #define LOOM_CORE_TIMEUTIL_H
@@ -7,11 +7,14 @@
 #include <stdint.h>
 #include <time.h>
 
-static inline uint64_t loom_now_ns(void) {
+/* Clock `id` in nanoseconds. */
+static inline uint64_t loom_clock_ns(clockid_t id) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(id, &ts);
   return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
+
+static inline uint64_t loom_now_ns(void) { return loom_clock_ns(CLOCK_MONOTONIC); }
 
 /* A deadline `ms` from now; ms <= 0 means none (UINT64_MAX). */
 static inline uint64_t loom_deadline_ms(int64_t ms) {

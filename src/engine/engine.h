@@ -48,9 +48,10 @@ struct loom_engine {
    * waits yield at once instead of spinning first; gave_cpu: the latest
    * yield of the wait in flight did */
   int yield_first, gave_cpu;
-  /* still turns a wait spins before its first clock reading (a reading
-   * costs 20-30 ns on a VM, as much as a turn, and most waits of a small
-   * call end within a few turns); LOOM_ENGINE_CLOCK_TURNS */
+  /* still turns a wait on shared memory spins before its first clock
+   * reading (a reading costs 20-30 ns on a VM, as much as such a turn, and
+   * most waits of a small call end within a few turns);
+   * LOOM_ENGINE_CLOCK_TURNS */
   unsigned clock_turns;
   size_t chunk_bytes;
   /* scratch, grown on demand */

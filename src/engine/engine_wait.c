@@ -95,9 +95,10 @@ static int idle_ends(struct loom_engine_task *r) {
 }
 
 /* One still turn of task r: what to do before the next progress, and for
- * IDLE_SLEEP for how long.  A wait spins e->clock_turns turns before the
- * clock starts it (one that yields at once, or with LOOM_SPIN_US=0,
- * starts it at the first), and the clock is then read every ENGINE_CLOCK_TURNS turns while
+ * IDLE_SLEEP for how long.  A wait on shared memory spins e->clock_turns
+ * turns before the clock starts it (one that yields at once, or with
+ * LOOM_SPIN_US=0, starts it at the first, as does a wait on sockets or
+ * verbs), and the clock is then read every ENGINE_CLOCK_TURNS turns while
  * spinning (a read costs as much as a turn, and the first microseconds
  * are when data arrives). */
 static enum idle_action idle_step(struct loom_engine_task *r, int *us) {
@@ -107,7 +108,9 @@ static enum idle_action idle_step(struct loom_engine_task *r, int *us) {
   unsigned turn = r->idle_turns++;
   if (turn == 0)
     e->gave_cpu = 0;
-  unsigned first = e->yield_first || e->spin_us == 0 ? 0 : e->clock_turns;
+  /* only where a turn is a few loads (shared memory): a turn of a socket
+   * or verbs transport costs more than the reading it would save */
+  unsigned first = e->busy_wait && !e->yield_first && e->spin_us > 0 ? e->clock_turns : 0;
   if (turn < first)
     return IDLE_SPIN;
   if (turn == first) {

@@ -7,14 +7,11 @@
 #define LOOM_TRACE_RECORD_H
 
 #include "core/coll.h"
+#include "core/timeutil.h"
+#include "trace/trace.h" /* the types (it includes this file at its end) */
 
-#include <time.h>
-
-static inline uint64_t loom_trace_clock(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_REALTIME_COARSE, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+/* Real time, coarse: a few ns a reading; its tick is in the dump. */
+static inline uint64_t loom_trace_clock(void) { return loom_clock_ns(CLOCK_REALTIME_COARSE); }
 
 /* The slot of record id, or NULL when the ring has moved past it. */
 static inline struct loom_trace_entry *loom_trace_slot(struct loom_trace *t, uint64_t id) {

@@ -13,6 +13,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "check_run.h"
+
 /* ---- loom_algo_parse ------------------------------------------------------- */
 
 static void parse_ok(const char *spec, unsigned allowed[LOOM_COLL_COUNT]) {
@@ -583,9 +585,5 @@ int main(void) {
   tcase_add_test(tc, runs_and_names);
   tcase_add_test(tc, plan_cache_hit_is_the_planned_schedule);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return check_run(s);
 }

@@ -13,6 +13,7 @@
 #include "core/coll.h"
 #include "sched/schedule.h"
 #include "trace/trace.h"
+#include "check_run.h"
 
 static struct loom_trace *recorder(int cap) {
   static const uint8_t secret[32] = {1, 2, 3};
@@ -209,9 +210,5 @@ int main(void) {
   tcase_add_test(tc, dump_shows_what_the_state_says);
   tcase_add_test(tc, dump_shows_kept_plans_only);
   suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
+  return check_run(s);
 }

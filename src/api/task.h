@@ -60,7 +60,6 @@ void loom_p2p_trace_started(loomComm_t comm, const struct loom_call *calls, cons
 void loom_calls_trace_ended(loomComm_t comm, const struct loom_call *calls, int n,
                             loomResult_t res, int timed);
 
-
 /* Frees what a call owns (the all-to-all-v arrays). */
 void loom_call_free(struct loom_call *c);
 

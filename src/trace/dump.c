@@ -157,17 +157,23 @@ static void put_call(struct out *o, const struct loom_trace_call *c) {
   field_int(o, "stream", c->on_stream);
 }
 
-/* Copies plan `id` when the plan ring still holds it, unchanged while
- * copied. */
+/* Copies n bytes of a published record whose id (at *idp) was `id` when
+ * read with acquire: 1 when it still is after the copy (the writer zeroes
+ * the id before rewriting), so the copy is whole. */
+static int copy_published(const _Atomic uint64_t *idp, uint64_t id, void *dst, const void *src,
+                          size_t n) {
+  memcpy(dst, src, n);
+  atomic_thread_fence(memory_order_acquire);
+  return atomic_load_explicit(idp, memory_order_relaxed) == id;
+}
+
+/* Copies plan `id` when the plan ring still holds it. */
 static int copy_plan(const struct loom_trace *t, uint64_t id, struct loom_trace_plan *copy) {
   if (id == 0)
     return 0;
-  const struct loom_trace_plan *pl = &t->plans[(id - 1) & t->mask];
-  if (atomic_load_explicit(&pl->id, memory_order_acquire) != id)
-    return 0;
-  memcpy((void *)copy, (const void *)pl, sizeof *copy);
-  atomic_thread_fence(memory_order_acquire);
-  return atomic_load_explicit(&pl->id, memory_order_relaxed) == id;
+  const struct loom_trace_plan *pl = loom_trace_plan_slot(t, id);
+  return atomic_load_explicit(&pl->id, memory_order_acquire) == id &&
+         copy_published(&pl->id, id, (void *)copy, (const void *)pl, sizeof *copy);
 }
 
 static void put_entry(struct out *o, const struct loom_trace *t,
@@ -220,10 +226,9 @@ static int copy_entry(const struct loom_trace *t, uint64_t i, struct loom_trace_
     return 0;
   /* the state first: the fields it shows were written before it */
   int state = atomic_load_explicit(&en->state, memory_order_acquire);
-  memcpy((void *)copy, (const void *)en, sizeof *copy);
+  int whole = copy_published(&en->id, *id, (void *)copy, (const void *)en, sizeof *copy);
   atomic_store_explicit(&copy->state, state, memory_order_relaxed);
-  atomic_thread_fence(memory_order_acquire);
-  return atomic_load_explicit(&en->id, memory_order_relaxed) == *id;
+  return whole;
 }
 
 static void put_header(struct out *o, const struct loom_trace *t, const char *reason,

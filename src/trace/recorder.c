@@ -107,9 +107,8 @@ uint64_t loom_trace_plan_add(struct loom_trace *t, const char *algo, int ll,
                              const struct loom_trace_peers *peers) {
   if (t == NULL)
     return 0;
-  uint64_t id = atomic_load_explicit(&t->nplans, memory_order_relaxed) + 1;
-  atomic_store_explicit(&t->nplans, id, memory_order_relaxed);
-  struct loom_trace_plan *pl = &t->plans[(id - 1) & t->mask];
+  uint64_t id = ++t->nplans;
+  struct loom_trace_plan *pl = loom_trace_plan_slot(t, id);
   atomic_store_explicit(&pl->id, 0, memory_order_relaxed);
   atomic_thread_fence(memory_order_release); /* as loom_trace_record */
   pl->algo = algo;

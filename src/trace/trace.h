@@ -105,7 +105,7 @@ struct loom_trace {
   /* the plan ring, as many slots as the call ring; plans so far, written
    * under the communicator's op_lock (where calls are planned) */
   struct loom_trace_plan *plans;
-  _Atomic uint64_t nplans;
+  uint64_t nplans;
   _Atomic int dumped; /* dumps written on error (one per communicator) */
   char comm_id[17];   /* the same on every rank of the communicator */
   char name[64];
@@ -141,9 +141,13 @@ void loom_trace_peers_of(const struct loom_schedule *s, size_t esize,
 uint64_t loom_trace_plan_add(struct loom_trace *t, const char *algo, int ll,
                              const struct loom_schedule *s, size_t esize,
                              const struct loom_trace_peers *peers);
-/* Whether the plan ring still holds plan `id`. */
+/* The plan ring's slot for plan `id` (> 0), and whether it still holds it. */
+static inline struct loom_trace_plan *loom_trace_plan_slot(const struct loom_trace *t,
+                                                           uint64_t id) {
+  return &t->plans[(id - 1) & t->mask];
+}
 static inline int loom_trace_plan_kept(const struct loom_trace *t, uint64_t id) {
-  return atomic_load_explicit(&t->plans[(id - 1) & t->mask].id, memory_order_relaxed) == id;
+  return atomic_load_explicit(&loom_trace_plan_slot(t, id)->id, memory_order_relaxed) == id;
 }
 
 /* The calls below run on every collective: inline, and the clock read

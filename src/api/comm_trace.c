@@ -4,8 +4,7 @@
  * started and ended, dumps it when the communicator fails or is aborted,
  * and loomCommDump.
  */
-#include "api/comm.h"
-#include "api/task.h"
+#include "api/comm_trace.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "device/reduce.h"
@@ -20,37 +19,14 @@ void loom_comm_trace_open(loomComm_t comm) {
                                   LOOM_SECRET_BYTES, comm->name, comm->rank, comm->nranks);
 }
 
-/* What call c asks for, as the recorder keeps it. */
-static struct loom_trace_call trace_call_of(const struct loom_call *c) {
-  return (struct loom_trace_call){
-      .coll = (int16_t)c->coll,
-      .datatype = (int8_t)(c->coll == LOOM_COLL_BARRIER ? -1 : (int)c->datatype),
-      .op = (int16_t)(loom_coll_reduces(c->coll) ? (int)c->op : -1),
-      .root = c->root,
-      .is_send = (uint8_t)(c->is_send != 0),
-      .count = c->coll == LOOM_COLL_BARRIER ? 0 : c->count,
-      .device = (int8_t)c->device,
-      .on_stream = c->stream != NULL,
-      .small = c->send_bytes + c->recv_bytes <= LOOM_TRACE_SMALL_BYTES,
-  };
-}
-
 void loom_call_trace(struct loom_call *c) {
   struct loom_trace *t = c->comm->trace;
   if (t == NULL) {
     c->trace_id = 0;
     return;
   }
-  struct loom_trace_call tc = trace_call_of(c);
+  struct loom_trace_call tc = loom_call_trace_of(c);
   c->trace_id = loom_trace_record(t, &tc, 0, 0);
-}
-
-uint64_t loom_call_trace_run(const struct loom_call *c, const struct loom_posted *p) {
-  struct loom_trace *t = c->comm->trace;
-  if (t == NULL)
-    return 0;
-  struct loom_trace_call tc = trace_call_of(c);
-  return loom_trace_record(t, &tc, 1, p != NULL ? p->trace_plan : 0);
 }
 
 void loom_calls_trace_started(loomComm_t comm, const struct loom_call *calls, int n,

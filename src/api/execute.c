@@ -7,6 +7,7 @@
  */
 #include "api/comm.h"
 #include "api/task.h"
+#include "api/comm_trace.h"
 #include "core/config.h"
 #include "core/error.h"
 #include "device/reduce.h"

@@ -45,14 +45,12 @@ struct loom_call {
 
 struct loom_posted;
 /* comm_trace.c: the flight recorder's view of calls.  loom_call_trace
- * records an issued call as queued (sets c->trace_id); loom_call_trace_run
- * records a call run at once, with p's plan (NULL: it failed before
- * planning), and returns its id; the others mark queued calls whose task
+ * records an issued call as queued (sets c->trace_id; a call run at once
+ * is recorded by loom_call_trace_run, comm_trace.h); the others mark queued calls whose task
  * was posted (p's plan; a bucket's calls share it) or calls that ended
  * (timed: read the clock for the end even of a small call,
  * loom_trace_ended). */
 void loom_call_trace(struct loom_call *c);
-uint64_t loom_call_trace_run(const struct loom_call *c, const struct loom_posted *p);
 void loom_calls_trace_started(loomComm_t comm, const struct loom_call *calls, int n,
                               const struct loom_posted *p);
 void loom_p2p_trace_started(loomComm_t comm, const struct loom_call *calls, const int *idx,

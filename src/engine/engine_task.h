@@ -48,10 +48,11 @@ struct loom_engine_task {
    * socket stays readable, so stop polling it rather than spin. */
   int notice_fd_busy;
   /* waiting (engine_wait.c): still turns since data last moved, the clock
-   * at the first of them, the clock now, and whether the notice socket
-   * was readable at the last kernel wait */
+   * at the first of them, the clock now, the clock when this task first
+   * waited (0: not yet), and whether the notice socket was readable at the
+   * last kernel wait */
   unsigned idle_turns;
-  uint64_t last_progress, now;
+  uint64_t last_progress, now, first_wait;
   int notice_ready;
   int probing;         /* a receive from any rank, its sender not known yet */
   int intact;          /* ended having moved nothing: the communicator is as before */

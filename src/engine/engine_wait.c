@@ -32,6 +32,10 @@
 #define ENGINE_PURE_SPIN_NS 3000u
 /* while purely spinning, read the clock every this many still turns */
 #define ENGINE_CLOCK_TURNS 16u
+/* A task whose waits span this long has its end time read by the flight
+ * recorder (e->waited); a shorter one ended within a quarter of the
+ * recorder's coarse clock's tick (4 ms) of its start. */
+#define ENGINE_LONG_WAIT_NS 1000000u
 /* A sched_yield that took longer than this ran another thread in between
  * (a bare one costs 0.5-1.5 us on a VM, a switch there and back more). */
 #define ENGINE_YIELD_RAN_NS 2000u
@@ -115,13 +119,16 @@ static enum idle_action idle_step(struct loom_engine_task *r, int *us) {
     return IDLE_SPIN;
   if (turn == first) {
     r->now = r->last_progress = loom_now_ns();
+    if (r->first_wait == 0)
+      r->first_wait = r->now;
   } else if (r->idle_turns % ENGINE_CLOCK_TURNS != 0 &&
              r->now - r->last_progress < pure_ns &&
              r->now - r->last_progress < spin_ns) {
     return IDLE_SPIN;
   } else {
     r->now = loom_now_ns();
-    e->waited = 1;
+    if (r->now - r->first_wait >= ENGINE_LONG_WAIT_NS)
+      e->waited = 1;
   }
   if (idle_ends(r))
     return IDLE_ENDED;

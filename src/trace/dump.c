@@ -176,8 +176,10 @@ static int copy_plan(const struct loom_trace *t, uint64_t id, struct loom_trace_
          copy_published(&pl->id, id, (void *)copy, (const void *)pl, sizeof *copy);
 }
 
+/* done_by: for an entry whose times are a shared reading, the next
+ * reading after it (0 for the others). */
 static void put_entry(struct out *o, const struct loom_trace *t,
-                      const struct loom_trace_entry *en, uint64_t id) {
+                      const struct loom_trace_entry *en, uint64_t id, uint64_t done_by) {
   int state = atomic_load_explicit(&en->state, memory_order_acquire);
   put(o, "    {");
   field_int(o, "id", (int64_t)id);
@@ -214,6 +216,12 @@ static void put_entry(struct out *o, const struct loom_trace *t,
             state != LOOM_TRACE_QUEUED ? (int64_t)atomic_load(&en->t_started) : 0);
   put(o, ", ");
   field_int(o, "ended_ns", state >= LOOM_TRACE_FINISHED ? (int64_t)atomic_load(&en->t_ended) : 0);
+  if (en->clock_shared) {
+    put(o, ", ");
+    field_str(o, "clock", "shared");
+    put(o, ", ");
+    field_int(o, "done_by_ns", (int64_t)done_by);
+  }
   put(o, "}");
 }
 
@@ -229,6 +237,19 @@ static int copy_entry(const struct loom_trace *t, uint64_t i, struct loom_trace_
   int whole = copy_published(&en->id, *id, (void *)copy, (const void *)en, sizeof *copy);
   atomic_store_explicit(&copy->state, state, memory_order_relaxed);
   return whole;
+}
+
+/* For entry i, whose times are an earlier call's reading: the next
+ * entry's own reading (taken after call i returned), or, none being
+ * written yet, the clock now. */
+static uint64_t next_reading(const struct loom_trace *t, uint64_t i, uint64_t total) {
+  for (uint64_t j = i + 1; j < total && j <= i + LOOM_TRACE_CLOCK_SHARES + 1; j++) {
+    struct loom_trace_entry copy;
+    uint64_t id;
+    if (copy_entry(t, j, &copy, &id) && !copy.clock_shared)
+      return atomic_load_explicit(&copy.t_queued, memory_order_relaxed);
+  }
+  return loom_trace_clock();
 }
 
 static void put_header(struct out *o, const struct loom_trace *t, const char *reason,
@@ -280,7 +301,7 @@ int loom_trace_write(const struct loom_trace *t, int fd, const char *reason, con
       continue; /* being rewritten: a newer call is in its slot */
     if (any)
       put(&o, ",\n");
-    put_entry(&o, t, &copy, id);
+    put_entry(&o, t, &copy, id, copy.clock_shared ? next_reading(t, i, total) : 0);
     any = 1;
   }
   put(&o, "\n  ]\n}\n");

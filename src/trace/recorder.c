@@ -53,6 +53,7 @@ struct loom_trace *loom_trace_create(int cap, const uint8_t *secret, size_t secr
   }
   t->cap = cap;
   t->mask = slots - 1;
+  t->clock_shares = LOOM_TRACE_CLOCK_SHARES; /* the first call reads the clock */
   t->rank = rank;
   t->nranks = nranks;
   snprintf(t->name, sizeof t->name, "%s", name);

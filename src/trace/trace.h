@@ -6,9 +6,10 @@
  * (LOOM_DUMP_ON_SIGNAL) on a fatal signal.  tools/loom-trace merges every
  * rank's dump into a verdict (docs/debugging.md).
  *
- * Cost: a few stores per call and one or two reads of the coarse
+ * Cost: a few stores per call and at most one or two reads of the coarse
  * real-time clock (a few ns each; its resolution, a few ms, is in the
- * dump): docs/performance.md has the measured cost.  Real time, not
+ * dump): small calls in a quick run share readings (trace_record.h).
+ * docs/performance.md has the measured cost.  Real time, not
  * monotonic: dumps of several nodes are compared.
  *
  * Calls are recorded by the thread that issues them and updated by the
@@ -89,6 +90,9 @@ struct loom_trace_entry {
   struct loom_trace_call call;
   uint32_t seq;        /* collective number on the communicator (p2p: its own count) */
   uint16_t fused;      /* calls sharing this call's task (a bucket), 1 when alone */
+  /* its times are an earlier call's clock reading (loom_trace_record):
+   * it ran between that reading and the next entry's */
+  uint8_t clock_shared;
   _Atomic int state;
   _Atomic int result;  /* loomResult_t */
   _Atomic int blamed;  /* the rank a failure was blamed on, -1 */
@@ -102,6 +106,10 @@ struct loom_trace {
   /* records so far: collectives in the low 32 bits, sends/receives above;
    * written by the issuing thread only */
   _Atomic uint64_t counts;
+  /* the issuing thread's last clock reading, and the calls that took it
+   * since (loom_trace_issue_clock) */
+  uint64_t clock_ns;
+  unsigned clock_shares;
   /* the plan ring, as many slots as the call ring; plans so far, written
    * under the communicator's op_lock (where calls are planned) */
   struct loom_trace_plan *plans;

@@ -13,6 +13,32 @@
 /* Real time, coarse: a few ns a reading; its tick is in the dump. */
 static inline uint64_t loom_trace_clock(void) { return loom_clock_ns(CLOCK_REALTIME_COARSE); }
 
+/* Calls run at once that move little (a small call recorded as started)
+ * share clock readings while they come faster than the clock ticks: up
+ * to this many in a row take the last reading, for as long as the last
+ * two readings were the same.  A shared reading is before the call
+ * started, and the next entry's own reading after it ended (the calls
+ * are issued one after another by one thread, and each returns when
+ * done): the dump gives both. */
+#define LOOM_TRACE_CLOCK_SHARES 15u
+
+/* The time for a call being recorded (quick: a small call run at once);
+ * *shared says whether it is an earlier call's reading. */
+static inline uint64_t loom_trace_issue_clock(struct loom_trace *t, int quick, uint8_t *shared) {
+  if (quick && t->clock_shares < LOOM_TRACE_CLOCK_SHARES) {
+    t->clock_shares++;
+    *shared = 1;
+    return t->clock_ns;
+  }
+  uint64_t now = loom_trace_clock();
+  /* the clock ticked since the last reading: calls may be far apart, so
+   * the next one reads it too */
+  t->clock_shares = now == t->clock_ns ? 0 : LOOM_TRACE_CLOCK_SHARES;
+  t->clock_ns = now;
+  *shared = 0;
+  return now;
+}
+
 /* The slot of record id, or NULL when the ring has moved past it. */
 static inline struct loom_trace_entry *loom_trace_slot(struct loom_trace *t, uint64_t id) {
   if (t == NULL || id == 0)
@@ -42,7 +68,7 @@ static inline uint64_t loom_trace_record(struct loom_trace *t, const struct loom
   atomic_thread_fence(memory_order_release); /* a reader that sees the new fields sees 0 */
   en->seq = (uint32_t)(p2p ? before >> 32 : before & 0xffffffffu);
   en->call = *c;
-  uint64_t now = loom_trace_clock();
+  uint64_t now = loom_trace_issue_clock(t, started && c->small, &en->clock_shared);
   atomic_store_explicit(&en->t_queued, now, memory_order_relaxed);
   if (started) {
     en->plan = plan;

@@ -201,6 +201,78 @@ START_TEST(dump_shows_what_the_state_says) {
 }
 END_TEST
 
+/* Field `name` of entry `id` in dump text (-1: not there). */
+static long long dump_field(const char *text, uint64_t id, const char *name) {
+  char key[64];
+  snprintf(key, sizeof key, "{\"id\": %llu,", (unsigned long long)id);
+  const char *en = strstr(text, key);
+  if (en == NULL)
+    return -1;
+  const char *end = strchr(en, '}');
+  snprintf(key, sizeof key, "\"%s\": ", name);
+  const char *f = strstr(en, key);
+  return f != NULL && f < end ? atoll(f + strlen(key)) : -1;
+}
+
+/* Small calls run at once share readings while the clock does not tick:
+ * never more than LOOM_TRACE_CLOCK_SHARES in a row, never a queued call
+ * or one not small; the dump bounds a shared call's time by the next
+ * reading, even when that came much later. */
+START_TEST(small_calls_share_clock_readings) {
+  struct loom_trace *t = recorder(64);
+  struct loom_trace_call c = {.coll = LOOM_COLL_ALLREDUCE, .op = 0, .datatype = 7, .root = -1,
+                              .count = 2, .small = 1};
+  uint64_t shared = 0;
+  unsigned run = 0, longest = 0;
+  for (int i = 0; i < 1000; i++) {
+    uint64_t id = loom_trace_record(t, &c, 1, 0);
+    loom_trace_ended(t, id, loomSuccess, -1, 0);
+    const struct loom_trace_entry *en = entry_of(t, id);
+    run = en->clock_shared ? run + 1 : 0;
+    longest = run > longest ? run : longest;
+    if (en->clock_shared && shared == 0) {
+      shared = id;
+      ck_assert_uint_eq(atomic_load(&en->t_started), atomic_load(&entry_of(t, id - 1)->t_queued));
+    }
+  }
+  ck_assert_uint_gt(shared, 0);
+  ck_assert_uint_eq(longest, LOOM_TRACE_CLOCK_SHARES);
+  ck_assert_uint_gt(t->clock_ns, 0);
+  /* neither a queued call nor a call not small shares */
+  ck_assert(!entry_of(t, loom_trace_record(t, &c, 0, 0))->clock_shared);
+  c.small = 0;
+  ck_assert(!entry_of(t, loom_trace_record(t, &c, 1, 0))->clock_shared);
+  /* sharing again (within a tick or two), the next small call shares too,
+   * even after a pause; the dump bounds it by the clock at the dump, then
+   * by the next call's reading */
+  c.small = 1;
+  int again = 0;
+  for (int i = 0; i < 1000 && !again; i++)
+    again = entry_of(t, loom_trace_record(t, &c, 1, 0))->clock_shared;
+  ck_assert(again);
+  uint64_t before = t->clock_ns;
+  a_few_ticks();
+  uint64_t late = loom_trace_record(t, &c, 1, 0);
+  ck_assert(entry_of(t, late)->clock_shared);
+  ck_assert_uint_eq(atomic_load(&entry_of(t, late)->t_started), before);
+  loom_trace_ended(t, late, loomSuccess, -1, 0);
+  char text[65536];
+  dump_text(t, text, sizeof text);
+  ck_assert_int_gt(dump_field(text, late, "done_by_ns"), (long long)before);
+  ck_assert_ptr_nonnull(strstr(text, "\"clock\": \"shared\""));
+  c.small = 0;
+  uint64_t next = loom_trace_record(t, &c, 1, 0);
+  dump_text(t, text, sizeof text);
+  ck_assert_int_eq(dump_field(text, late, "done_by_ns"),
+                   (long long)atomic_load(&entry_of(t, next)->t_queued));
+  ck_assert_int_eq(dump_field(text, next, "done_by_ns"), -1);
+  /* the clock ticked between the last two readings: the next call reads */
+  c.small = 1;
+  ck_assert(!entry_of(t, loom_trace_record(t, &c, 1, 0))->clock_shared);
+  loom_trace_free(t);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("trace");
   TCase *tc = tcase_create("trace");
@@ -209,6 +281,7 @@ int main(void) {
   tcase_add_test(tc, states_and_times);
   tcase_add_test(tc, dump_shows_what_the_state_says);
   tcase_add_test(tc, dump_shows_kept_plans_only);
+  tcase_add_test(tc, small_calls_share_clock_readings);
   suite_add_tcase(s, tc);
   return check_run(s);
 }

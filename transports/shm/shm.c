@@ -224,6 +224,8 @@ static loomResult_t shm_connect(void *vctx, int npeers, const int *peers, const 
     c->out_cells = (char *)shm_cell(&c->peer_seg, c->out_fifo, 0);
     c->in_ctl = shm_fifo_ctl(&ctx->own, c->in_fifo);
     c->in_cells = (char *)shm_cell(&ctx->own, c->in_fifo, 0);
+    shm_seg_prefault(c->out_cells, (size_t)c->ncells * c->cell_bytes);
+    shm_seg_prefault(c->in_cells, (size_t)c->ncells * c->cell_bytes);
     struct shm_seg_hdr *ph = c->peer_seg.base;
     atomic_fetch_add_explicit(&ph->mapped, 1, memory_order_release);
     conns[i] = c;

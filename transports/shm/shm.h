@@ -84,6 +84,11 @@ loomResult_t shm_seg_create(struct shm_seg *seg, uint32_t nfifos, uint32_t cells
 loomResult_t shm_seg_map(struct shm_seg *seg, const char *name, int rank, int peer);
 void shm_seg_unlink(struct shm_seg *seg);
 void shm_seg_close(struct shm_seg *seg);
+/* Maps the pages of [addr, addr + bytes) of a mapped segment into this
+ * process now (the segment's pages are reserved at creation, but each
+ * process still takes a page fault on its first touch of each: in a VM
+ * the first calls through a fresh FIFO paid milliseconds of them). */
+void shm_seg_prefault(void *addr, size_t bytes);
 /* Removes segments of this naming scheme whose creator no longer runs. */
 void shm_seg_remove_stale(void);
 struct shm_fifo_ctl *shm_fifo_ctl(const struct shm_seg *seg, uint32_t fifo);

@@ -136,6 +136,18 @@ void shm_seg_unlink(struct shm_seg *seg) {
   }
 }
 
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14; older kernels answer EINVAL */
+#endif
+
+void shm_seg_prefault(void *addr, size_t bytes) {
+  uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t lo = (uintptr_t)addr & ~(page - 1);
+  uintptr_t hi = ((uintptr_t)addr + bytes + page - 1) & ~(page - 1);
+  /* best effort: where it fails the pages are mapped as first used */
+  (void)madvise((void *)lo, hi - lo, MADV_POPULATE_WRITE);
+}
+
 void shm_seg_close(struct shm_seg *seg) {
   shm_seg_unlink(seg);
   if (seg->base != NULL)

@@ -46,8 +46,9 @@ struct loom_call {
 struct loom_posted;
 /* comm_trace.c: the flight recorder's view of calls.  loom_call_trace
  * records an issued call as queued (sets c->trace_id; a call run at once
- * is recorded by loom_call_trace_run, comm_trace.h); the others mark queued calls whose task
- * was posted (p's plan; a bucket's calls share it) or calls that ended
+ * is recorded by loom_call_trace_run, comm_trace.h); the others mark
+ * queued calls whose task was posted (p's plan; a bucket's calls share
+ * it) or calls that ended
  * (timed: read the clock for the end even of a small call,
  * loom_trace_ended). */
 void loom_call_trace(struct loom_call *c);

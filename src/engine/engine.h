@@ -67,8 +67,8 @@ struct loom_engine {
    * message left over from that call is reported against it */
   uint64_t last_fp[2];
   int blamed; /* the rank the last failed task blamed (-1: none), for the flight recorder */
-  /* the task in flight spent 1 ms or more waiting (ENGINE_LONG_WAIT_NS),
-   * so the flight recorder reads its end time */
+  /* the task in flight still waited 1 ms or more after its first wait
+   * began (ENGINE_LONG_WAIT_NS), so the flight recorder reads its end time */
   int waited;
   size_t step_base_cap;
   int probe_from;                /* where the next receive from any rank starts looking */

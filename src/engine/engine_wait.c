@@ -32,9 +32,8 @@
 #define ENGINE_PURE_SPIN_NS 3000u
 /* while purely spinning, read the clock every this many still turns */
 #define ENGINE_CLOCK_TURNS 16u
-/* A task whose waits span this long has its end time read by the flight
- * recorder (e->waited); a shorter one ended within a quarter of the
- * recorder's coarse clock's tick (4 ms) of its start. */
+/* A task still waiting this long after its first wait began has its end
+ * time read by the flight recorder (e->waited). */
 #define ENGINE_LONG_WAIT_NS 1000000u
 /* A sched_yield that took longer than this ran another thread in between
  * (a bare one costs 0.5-1.5 us on a VM, a switch there and back more). */
@@ -127,9 +126,10 @@ static enum idle_action idle_step(struct loom_engine_task *r, int *us) {
     return IDLE_SPIN;
   } else {
     r->now = loom_now_ns();
-    if (r->now - r->first_wait >= ENGINE_LONG_WAIT_NS)
-      e->waited = 1;
   }
+  /* from the first wait on, however many short waits it was cut into */
+  if (r->now - r->first_wait >= ENGINE_LONG_WAIT_NS)
+    e->waited = 1;
   if (idle_ends(r))
     return IDLE_ENDED;
   uint64_t still = r->now - r->last_progress;

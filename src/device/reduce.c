@@ -52,6 +52,8 @@
 /* Main loops cover a multiple of this many elements (a multiple of every
  * vector length in use: 64 x int8 is two AVX2 vectors). */
 #define LOOM_BLOCK 64
+/* The tail's blocks: one AVX2 vector of float32, two of float64. */
+#define LOOM_SMALL_BLOCK 8
 
 /* ---- Names and sizes ----------------------------------------------------- */
 
@@ -165,17 +167,25 @@ typedef void (*loom_kernel_fn)(void *dst, const void *a, const void *b,
 #define LOOM_NOINLINE
 #endif
 
-/* Runs STMT for i over [0, n): blocks of exactly LOOM_BLOCK elements, whose
- * fixed-count inner loop GCC vectorises even at -O2, then the scalar tail. */
+/* Runs STMT for i over [start, end) in blocks of exactly BLOCK elements:
+ * GCC vectorises the fixed-count inner loop even at -O2. */
+#define LOOM_BLOCKS(start, end, BLOCK, STMT)                                   \
+  for (size_t blk_ = (start); blk_ < (end); blk_ += (BLOCK))                   \
+    for (size_t j_ = 0; j_ < (BLOCK); j_++) {                                  \
+      size_t i = blk_ + j_;                                                    \
+      STMT;                                                                    \
+    }
+
+/* Runs STMT for i over [0, n): blocks of LOOM_BLOCK elements, then blocks
+ * of LOOM_SMALL_BLOCK (a small message's whole reduction: 32 floats would
+ * otherwise take 32 scalar turns), then the scalar tail. */
 #define LOOM_LOOP(n, STMT)                                                     \
   do {                                                                         \
     size_t main_n_ = (n) & ~(size_t)(LOOM_BLOCK - 1);                          \
-    for (size_t blk_ = 0; blk_ < main_n_; blk_ += LOOM_BLOCK)                  \
-      for (size_t j_ = 0; j_ < LOOM_BLOCK; j_++) {                             \
-        size_t i = blk_ + j_;                                                  \
-        STMT;                                                                  \
-      }                                                                        \
-    for (size_t i = main_n_; i < (n); i++)                                     \
+    size_t small_n_ = (n) & ~(size_t)(LOOM_SMALL_BLOCK - 1);                   \
+    LOOM_BLOCKS(0, main_n_, LOOM_BLOCK, STMT);                                 \
+    LOOM_BLOCKS(main_n_, small_n_, LOOM_SMALL_BLOCK, STMT);                    \
+    for (size_t i = small_n_; i < (n); i++)                                    \
       STMT;                                                                    \
   } while (0)
 

@@ -283,7 +283,9 @@ END_TEST
 
 /* ---- Every datatype x op against the reference --------------------------- */
 
-static const size_t lengths[] = {0, 1, 7, 33, 64, 65, 1003};
+/* Around every block size of the kernels: 8-element blocks (8, 23, 33), the
+ * 64-element blocks (64, 65, 72) and both with a tail (1003). */
+static const size_t lengths[] = {0, 1, 7, 8, 23, 33, 64, 65, 72, 1003};
 #define N_LENGTHS (sizeof lengths / sizeof lengths[0])
 
 enum { ALIAS_NONE, ALIAS_DST_A, ALIAS_DST_B, ALIAS_ALL, N_ALIAS };

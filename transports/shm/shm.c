@@ -381,12 +381,29 @@ static loomResult_t cma_read(struct shm_conn *c, struct loom_xfer *x, uint64_t w
   return loomSuccess;
 }
 
+/* While a small receive waits, its cell's data lines are fetched on every
+ * poll along with the header line: once the sender writes them, the poll
+ * that sees the flag finds the data on its way, and the reader pays one
+ * cross-core transfer instead of two in a row (the flag, then the data).
+ * Not for larger messages: polling their lines while the sender writes
+ * them takes the lines from under it (1 KiB measured 2 % slower). */
+static inline void prefetch_data_lines(const struct shm_conn *c, const struct loom_xfer *x,
+                                       const struct shm_cell_hdr *cell) {
+  if (x->len <= SHM_INLINE_BYTES || x->len > SHM_PREFETCH_BYTES ||
+      x->len > c->cell_bytes - SHM_LINE)
+    return;
+  for (size_t at = 0; at < x->len; at += SHM_LINE)
+    __builtin_prefetch((const char *)cell + SHM_LINE + at);
+}
+
 /* The next cell of receive x if it has arrived and belongs to it; NULL if
  * not yet, or on a mismatch (then the connection has failed). */
 static struct shm_cell_hdr *arrived_cell(struct shm_conn *c, struct loom_xfer *x) {
   struct shm_cell_hdr *cell = cell_at(c, c->in_cells, c->next_read);
-  if (atomic_load_explicit(&cell->seq, memory_order_acquire) != c->next_read + 1)
+  if (atomic_load_explicit(&cell->seq, memory_order_acquire) != c->next_read + 1) {
+    prefetch_data_lines(c, x, cell);
     return NULL;
+  }
   if (loom_msg_check(x, cell->fp[0], cell->fp[1], cell->total, c->ctx->rank, c->peer,
                      c->failed == loomSuccess) != loomSuccess) {
     if (c->failed == loomSuccess)

@@ -26,6 +26,9 @@
 #define SHM_LINE 64
 #define SHM_DIR "/dev/shm"
 #define SHM_INLINE_BYTES 24
+/* Receives of up to this many bytes prefetch their cell's data lines while
+ * they wait (shm.c, prefetch_data_lines). */
+#define SHM_PREFETCH_BYTES 256
 #define SHM_NAME_BYTES 48
 #define SHM_SEG_MAGIC 0x4c4d5348u /* "LMSH" */
 

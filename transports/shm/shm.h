@@ -88,9 +88,10 @@ loomResult_t shm_seg_map(struct shm_seg *seg, const char *name, int rank, int pe
 void shm_seg_unlink(struct shm_seg *seg);
 void shm_seg_close(struct shm_seg *seg);
 /* Maps the pages of [addr, addr + bytes) of a mapped segment into this
- * process now (the segment's pages are reserved at creation, but each
- * process still takes a page fault on its first touch of each: in a VM
- * the first calls through a fresh FIFO paid milliseconds of them). */
+ * process now, and reads one byte of each (the segment's pages are
+ * reserved at creation, but each process still pays for its first touch
+ * of each, as a page fault and, in a VM, a trap to the hypervisor: the
+ * first calls through a fresh FIFO paid milliseconds of them). */
 void shm_seg_prefault(void *addr, size_t bytes);
 /* Removes segments of this naming scheme whose creator no longer runs. */
 void shm_seg_remove_stale(void);

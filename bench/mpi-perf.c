@@ -6,12 +6,15 @@
  *   loomrun -n 2 loom-perf -b 8 -e 64M -f 4
  *
  * float32, sum.  Same table columns as loom-perf; the in-place columns use
- * MPI_IN_PLACE.  Results are checked once per size and variant (-c 1);
- * exit status 1 when any element is wrong, 2 on a usage error.
+ * MPI_IN_PLACE; --percentiles adds loom-perf's p50 and p99 columns (each
+ * iteration timed on its own; the slowest rank's percentile).  Results are
+ * checked once per size and variant (-c 1); exit status 1 when any element
+ * is wrong, 2 on a usage error.
  */
 #define _POSIX_C_SOURCE 200809L
 
 #include "bench_size.h"
+#include "perf_rounds.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -25,7 +28,7 @@
 
 enum { COLL_ALLREDUCE, COLL_ALLGATHER };
 
-static int rank, nranks, coll = COLL_ALLREDUCE, iters = 20, warmup = 5, check = 1;
+static int rank, nranks, coll = COLL_ALLREDUCE, iters = 20, warmup = 5, check = 1, percentiles;
 static float *sendbuf, *recvbuf, *expect;
 
 /* msg == NULL: -h, print the usage and exit 0. */
@@ -35,7 +38,8 @@ static void usage_error(const char *msg, const char *arg) {
   if (rank == 0)
     fprintf(msg ? stderr : stdout,
             "usage: mpirun -np N mpi-perf [-C allreduce|allgather] [-b minbytes] [-e maxbytes]\n"
-            "                [-i stepbytes | -f stepfactor] [-n iters] [-w warmup] [-c 0|1]\n");
+            "                [-i stepbytes | -f stepfactor] [-n iters] [-w warmup] [-c 0|1]\n"
+            "                [--percentiles]\n");
   MPI_Finalize();
   exit(msg ? 2 : 0);
 }
@@ -91,26 +95,79 @@ static long long check_once(size_t count, int in_place, unsigned seed) {
   return wrong;
 }
 
-/* Average microseconds per iteration of the slowest rank. */
-static double time_us(size_t count, int in_place) {
+/* A measurement: microseconds per iteration, and with --percentiles the
+ * median and 99th percentile of the iterations' times; each the slowest
+ * rank's. */
+typedef struct {
+  double us, p50, p99;
+} timing_t;
+
+static double slowest(double v) {
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return v;
+}
+
+/* --percentiles: each iteration timed on its own. */
+static timing_t time_each(size_t count, int in_place) {
+  double *each = malloc(sizeof(double) * (size_t)iters), total = 0;
+  if (each == NULL) {
+    fprintf(stderr, "mpi-perf: rank %d: out of memory\n", rank);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int it = 0; it < iters; it++) {
+    double t0 = MPI_Wtime();
+    run(count, in_place);
+    each[it] = (MPI_Wtime() - t0) * 1e6;
+    total += each[it];
+  }
+  timing_t t = {slowest(total / iters), slowest(perf_percentile(each, iters, 50)),
+                slowest(perf_percentile(each, iters, 99))};
+  free(each);
+  return t;
+}
+
+static timing_t time_us(size_t count, int in_place) {
+  if (percentiles)
+    return time_each(count, in_place);
   MPI_Barrier(MPI_COMM_WORLD);
   double t0 = MPI_Wtime();
   for (int it = 0; it < iters; it++)
     run(count, in_place);
-  double us = (MPI_Wtime() - t0) * 1e6 / iters;
-  MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return us;
+  return (timing_t){slowest((MPI_Wtime() - t0) * 1e6 / iters), -1, -1};
 }
 
-static double print_result(double us, size_t bytes, double bus_factor, long long wrong) {
-  char tstr[32], wstr[32];
-  snprintf(tstr, sizeof tstr, us >= 10000.0 ? "%7.0f" : us >= 100.0 ? "%7.1f" : "%7.2f", us);
+/* The table's two heading lines: names (units 0), then units. */
+static void print_heads(int units) {
+  printf("#%11s  %12s  %8s  %6s", units ? "(B)" : "size", units ? "(elements)" : "count",
+         units ? "" : "type", units ? "" : "redop");
+  for (int form = 0; form < 2; form++) {
+    printf("  %7s  %6s  %6s  %6s", units ? "(us)" : "time", units ? "(GB/s)" : "algbw",
+           units ? "(GB/s)" : "busbw", units ? "" : "#wrong");
+    if (percentiles)
+      printf("  %7s  %7s", units ? "(us)" : "p50", units ? "(us)" : "p99");
+  }
+  printf("\n");
+}
+
+/* "  <us>" in 7 columns, as loom-perf prints times. */
+static void print_time(double us) {
+  printf(us >= 10000.0 ? "  %7.0f" : us >= 100.0 ? "  %7.1f" : "  %7.2f", us);
+}
+
+static double print_result(timing_t t, size_t bytes, double bus_factor, long long wrong) {
+  char wstr[32];
   if (check)
     snprintf(wstr, sizeof wstr, "%lld", wrong);
   else
     snprintf(wstr, sizeof wstr, "N/A");
-  double algbw = (double)bytes / (us * 1e3), busbw = algbw * bus_factor;
-  printf("  %7s  %6.2f  %6.2f  %6s", tstr, algbw, busbw, wstr);
+  double algbw = (double)bytes / (t.us * 1e3), busbw = algbw * bus_factor;
+  print_time(t.us);
+  printf("  %6.2f  %6.2f  %6s", algbw, busbw, wstr);
+  if (percentiles) {
+    print_time(t.p50);
+    print_time(t.p99);
+  }
   return busbw;
 }
 
@@ -124,6 +181,10 @@ int main(int argc, char **argv) {
     const char *opt = argv[a];
     if (strcmp(opt, "-h") == 0 || strcmp(opt, "--help") == 0)
       usage_error(NULL, opt);
+    if (strcmp(opt, "--percentiles") == 0) {
+      percentiles = 1;
+      continue;
+    }
     if (opt[0] != '-' || !opt[1] || opt[2] || !strchr("Cbeifnwc", opt[1]))
       usage_error("unknown argument", opt);
     if (++a >= argc)
@@ -175,11 +236,9 @@ int main(int argc, char **argv) {
     printf("#\n# Using ranks\n");
     for (int r = 0; r < nranks; r++)
       printf("#  Rank %2d %.127s\n", r, all + (size_t)r * 128);
-    printf("#\n#%54s%-33s%s\n", "", "out-of-place", "in-place");
-    printf("#%11s  %12s  %8s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "size", "count",
-           "type", "redop", "time", "algbw", "busbw", "#wrong", "time", "algbw", "busbw", "#wrong");
-    printf("#%11s  %12s  %8s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s\n", "(B)", "(elements)",
-           "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", "");
+    printf("#\n#%54s%-*s%s\n", "", percentiles ? 51 : 33, "out-of-place", "in-place");
+    print_heads(0);
+    print_heads(1);
     fflush(stdout);
   }
   free(all);
@@ -204,7 +263,7 @@ int main(int argc, char **argv) {
     }
     for (int w = 0; w < warmup; w++)
       run(count, 0);
-    double us_oop = time_us(count, 0), us_ip = time_us(count, 1);
+    timing_t us_oop = time_us(count, 0), us_ip = time_us(count, 1);
     if (rank == 0) {
       printf("%12zu  %12zu  %8s  %6s", total, count, "float",
              coll == COLL_ALLGATHER ? "none" : "sum");

@@ -14,9 +14,11 @@
 #            the median time over runs
 #   SIZES    the sweep, as loom-perf flags; passes separated by ';', each run
 #            by every program (default: many iterations for small sizes,
-#            few for large ones; an estimated 3 minutes per REPEAT on 2 cores):
-#              -b 8 -e 64K -f 2 -n 2000 -w 200; -b 128K -e 8M -f 2 -n 50 -w 10;
+#            few for large ones; about 7 minutes per REPEAT on 2 cores):
+#              -b 8 -e 64K -f 2 -n 2000 -w 200; -b 128K -e 8M -f 2 -n 200 -w 20;
 #              -b 16M -e 256M -f 2 -n 10 -w 3
+#            (the middle pass takes 200 calls: with 50, one preemption of the
+#            VM's own threads, 0.1-0.25 ms, moved a size's mean by 20-70 %)
 #   PCT_PASS the pass in which loom and mpi also report each size's p50 and
 #            p99 (--percentiles; default 1, the small sizes; 0: none)
 #   COLLS    collectives (default "allreduce allgather")
@@ -43,7 +45,7 @@ set -f # the flags in SIZES are split on blanks, never globbed
 BUILD=${1:-build}
 NP=${NP:-2}
 REPEAT=${REPEAT:-1}
-SIZES=${SIZES:-"-b 8 -e 64K -f 2 -n 2000 -w 200; -b 128K -e 8M -f 2 -n 50 -w 10; -b 16M -e 256M -f 2 -n 10 -w 3"}
+SIZES=${SIZES:-"-b 8 -e 64K -f 2 -n 2000 -w 200; -b 128K -e 8M -f 2 -n 200 -w 20; -b 16M -e 256M -f 2 -n 10 -w 3"}
 COLLS=${COLLS:-allreduce allgather}
 PCT_PASS=${PCT_PASS:-1}
 MPIRUN=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}

@@ -453,7 +453,7 @@ static void start_copy(struct loom_engine_task *r) {
  * 8 ns of a 90 ns one-rank call (measured).  On LP64 the size check fails
  * the build when a field is added, until it is set here. */
 #if UINTPTR_MAX == UINT64_MAX
-_Static_assert(sizeof(struct loom_engine_task) == 280,
+_Static_assert(sizeof(struct loom_engine_task) == 296,
                "struct loom_engine_task changed: set the new field in task_start");
 #endif
 static void task_start(struct loom_engine_task *r, struct loom_engine *e,
@@ -481,6 +481,8 @@ static void task_start(struct loom_engine_task *r, struct loom_engine *e,
   r->copy_dst = NULL;
   r->copy_left = 0;
   r->notice_fd_busy = 0;
+  r->prev_gone_at = 0;
+  r->prev_gone_rank = -1;
   r->idle_turns = 0;
   r->last_progress = r->now = r->first_wait = 0;
   r->notice_ready = 0;

@@ -43,10 +43,18 @@ struct loom_engine_task {
   const char *copy_src;
   char *copy_dst;
   size_t copy_left;
-  /* The predecessor already sent data of a later bootstrap operation (it
-   * finished this collective and called loomCommFinalize): the notice
-   * socket stays readable, so stop polling it rather than spin. */
+  /* The notice socket stays readable, so stop polling it rather than
+   * spin: the predecessor already sent data of a later bootstrap operation
+   * (it finished this collective and called loomCommFinalize), or its
+   * socket closed. */
   int notice_fd_busy;
+  /* The predecessor's bootstrap socket closed at this clock (0: it did
+   * not), and the rank it names.  A rank that finished its sends and exited
+   * cleanly closes it too, with the data this task needs already in its
+   * FIFO: the task fails only once it moved nothing for
+   * ENGINE_PREV_GONE_GRACE_MS after (engine_wait.c). */
+  uint64_t prev_gone_at;
+  int prev_gone_rank;
   /* waiting (engine_wait.c): still turns since data last moved, the clock
    * at the first of them, the clock now, the clock when this task first
    * waited (0: not yet), and whether the notice socket was readable at the

@@ -28,6 +28,10 @@
  * from MIN to MAX microseconds, 1/8 of the time spent waiting so far. */
 #define ENGINE_BUSY_MIN_US 20
 #define ENGINE_BUSY_MAX_US 1000
+/* How long a task moves nothing after its bootstrap predecessor's socket
+ * closed before it fails naming that rank: a rank that finished and
+ * exited closes it too, and what it sent is still to be read. */
+#define ENGINE_PREV_GONE_GRACE_MS 250u
 /* Within LOOM_SPIN_US, how long to poll before yielding at each turn. */
 #define ENGINE_PURE_SPIN_NS 3000u
 /* while purely spinning, read the clock every this many still turns */
@@ -49,7 +53,46 @@ static inline void cpu_relax(void) {
 #endif
 }
 
-/* The abort flag, a notice from upstream, or the timeout. */
+/* Whether notice nt only says that the predecessor's socket closed (read
+ * by this rank, not passed on from upstream). */
+static int prev_closed(const struct loom_engine_task *r, const struct loom_notice *nt) {
+  return nt->kind == LOOM_NOTICE_DIED && nt->reporter == r->e->rank;
+}
+
+/* Nanoseconds left before the closed predecessor fails task r (UINT64_MAX:
+ * it did not close): a rank that exited cleanly after its last send
+ * closes it too, so the task goes on while data moves and fails once
+ * nothing moved for ENGINE_PREV_GONE_GRACE_MS since the close. */
+static uint64_t prev_gone_left_ns(const struct loom_engine_task *r) {
+  if (r->prev_gone_at == 0)
+    return UINT64_MAX;
+  uint64_t since = r->prev_gone_at > r->last_progress ? r->prev_gone_at : r->last_progress;
+  uint64_t still = r->now > since ? r->now - since : 0;
+  uint64_t grace = ENGINE_PREV_GONE_GRACE_MS * 1000000ull;
+  return still >= grace ? 0 : grace - still;
+}
+
+/* Reads the notices waiting on the predecessor's socket; returns 1 and
+ * sets *nt for one that ends task r. */
+static int notice_ends(struct loom_engine_task *r, struct loom_notice *nt) {
+  int got;
+  while ((got = loom_bootstrap_read_notice(r->e->bs, 0, nt)) > 0 && nt->kind == LOOM_NOTICE_LATE)
+    loom_straggler_heard(r, nt);
+  if (got > 0 && !prev_closed(r, nt))
+    return 1;
+  if (got > 0) {
+    if (r->prev_gone_at == 0)
+      r->prev_gone_at = r->now;
+    r->prev_gone_rank = nt->suspect;
+    r->notice_fd_busy = 1; /* a closed socket stays readable */
+  } else {
+    r->notice_fd_busy = got < 0;
+  }
+  return 0;
+}
+
+/* The abort flag, a notice from upstream, the predecessor gone, or the
+ * timeout. */
 static int idle_ends(struct loom_engine_task *r) {
   struct loom_engine *e = r->e;
   if (atomic_load_explicit(e->abort_flag, memory_order_acquire)) {
@@ -59,18 +102,18 @@ static int idle_ends(struct loom_engine_task *r) {
                                   e->rank, r->op->name));
     return 1;
   }
-  if (r->notice_ready) {
-    struct loom_notice nt;
-    int got;
-    while ((got = loom_bootstrap_read_notice(e->bs, 0, &nt)) > 0 && nt.kind == LOOM_NOTICE_LATE)
-      loom_straggler_heard(r, &nt);
-    if (got > 0) {
-      loom_engine_end(r, loom_engine_fail(r, nt, NULL));
-      return 1;
-    }
-    r->notice_fd_busy = got < 0;
+  struct loom_notice nt;
+  if (r->notice_ready && notice_ends(r, &nt)) {
+    loom_engine_end(r, loom_engine_fail(r, nt, NULL));
+    return 1;
   }
   r->notice_ready = 0;
+  if (prev_gone_left_ns(r) == 0) {
+    nt = (struct loom_notice){.suspect = r->prev_gone_rank, .reporter = e->rank,
+                              .kind = LOOM_NOTICE_DIED};
+    loom_engine_end(r, loom_engine_fail(r, nt, NULL));
+    return 1;
+  }
   loom_straggler_check(r);
   uint64_t timeout_ns = e->timeout_ms > 0 ? (uint64_t)e->timeout_ms * 1000000ull : 0;
   if (timeout_ns && r->now - r->last_progress > timeout_ns && r->probing) {
@@ -152,6 +195,9 @@ static enum idle_action idle_step(struct loom_engine_task *r, int *us) {
   uint64_t late_ns = loom_straggler_due_ns(r);
   if (late_ns / 1000u + 1 < (uint64_t)*us)
     *us = (int)(late_ns / 1000u) + 1;
+  uint64_t gone_ns = prev_gone_left_ns(r);
+  if (gone_ns / 1000u + 1 < (uint64_t)*us)
+    *us = (int)(gone_ns / 1000u) + 1;
   return IDLE_SLEEP;
 }
 

@@ -19,6 +19,10 @@
  *                      collective within a second
  *   --abort-rank K     rank K aborts its communicator instead of joining a
  *                      collective; the others fail naming it, promptly
+ *   --clean-exit       3 ranks: rank 1 sends to rank 2 and exits cleanly
+ *                      while rank 2 waits on rank 0; rank 2 still gets both
+ *                      messages (a closed socket of a rank that finished is
+ *                      not a death while its data is there to read)
  *   --nonblocking      config.blocking = 0: loomInProgress, then ready; and
  *                      with a missing rank, the error and its text arrive
  *                      through loomCommGetAsyncError on this thread
@@ -312,6 +316,33 @@ static void abort_rank(int victim) {
          loomGetLastError(NULL));
 }
 
+/* Rank 1, the bootstrap predecessor of rank 2, sends its message and
+ * leaves; rank 2 sleeps in the kernel on rank 0 (late by less than the
+ * engine's grace) and sees rank 1's socket close meanwhile. */
+static void clean_exit(void) {
+  if (nranks != 3)
+    FAIL("--clean-exit needs 3 ranks, got %d", nranks);
+  loomComm_t comm = init_comm(20000);
+  int32_t v = 100 + rank, got[2] = {-1, -1};
+  if (rank == 1) {
+    CHECK_LOOM(loomSend(&v, 1, loomInt32, 2, comm, NULL));
+    CHECK_LOOM(loomCommDestroy(comm));
+    printf("rank 1: sent and left\n");
+    return;
+  }
+  if (rank == 0) {
+    usleep(150000); /* rank 1 has exited by then */
+    CHECK_LOOM(loomSend(&v, 1, loomInt32, 2, comm, NULL));
+  } else {
+    CHECK_LOOM(loomRecv(&got[0], 1, loomInt32, 0, comm, NULL));
+    CHECK_LOOM(loomRecv(&got[1], 1, loomInt32, 1, comm, NULL));
+    if (got[0] != 100 || got[1] != 101)
+      FAIL("received %d and %d, expected 100 and 101", got[0], got[1]);
+  }
+  CHECK_LOOM(loomCommDestroy(comm));
+  printf("rank %d: clean exit of rank 1 ok\n", rank);
+}
+
 static void *abort_later(void *arg) {
   usleep(500000);
   loomCommAbort((loomComm_t)arg);
@@ -414,11 +445,13 @@ int main(int argc, char **argv) {
     abort_blocked();
   else if (argc >= 3 && strcmp(argv[1], "--abort-rank") == 0)
     abort_rank(atoi(argv[2]));
+  else if (argc >= 2 && strcmp(argv[1], "--clean-exit") == 0)
+    clean_exit();
   else if (argc >= 2 && strcmp(argv[1], "--nonblocking") == 0)
     nonblocking();
   else {
     fprintf(stderr, "usage: fault_test --bad-input | --kill K | --kill-early K | --stall K MS | --missing | "
-                    "--stray | --mismatch | --abort | --abort-rank K | --nonblocking\n");
+                    "--stray | --mismatch | --abort | --abort-rank K | --clean-exit | --nonblocking\n");
     return 2;
   }
   return 0;

@@ -29,6 +29,8 @@ for shm_off in 0 1; do
   expect_count "learned of rank 2's abort" 3 "a rank's loomCommAbort is named as an abort by the others"
   run_ranks_keep 3 120 "$FT" --mismatch
   expect_count "mismatch detected .*invalid usage" 3 "count mismatch: loomInvalidUsage on every rank"
+  run_ranks_keep 3 60 "$FT" --clean-exit
+  expect_count "clean exit of rank 1 ok" 2 "a rank that sent and exited cleanly is no death while its data waits to be read"
   run_ranks_keep 2 60 "$FT" --abort
   expect_count "abort ended the blocked collective" 1 "loomCommAbort from another thread"
 done

@@ -36,6 +36,12 @@ static int rank_by_cost(const struct loom_plan_args *a, size_t bytes, enum loom_
   return k;
 }
 
+/* Whether a node of the call's topology has more ranks than cores (the
+ * ranks take turns on the cores). */
+static int oversubscribed(const struct loom_topo *t) {
+  return t != NULL && t->hw != NULL && t->hw[0].cores > 0 && t->max_node_size > t->hw[0].cores;
+}
+
 /* The tuner's ranking for a call: its choice first, then the others in
  * the order they suit this size (small: latency first; large: bandwidth
  * first).  Fills up to LOOM_ALGO_COUNT entries; returns how many. */
@@ -49,7 +55,9 @@ static int rank_algos(const struct loom_plan_args *a, size_t bytes, enum loom_al
     int small = bytes <= LOOM_PLAN_RD_MAX_BYTES;
     /* the choice: one-shot for a few ranks and small messages, the
      * double binary tree for many ranks on several nodes, recursive
-     * doubling up to 64 KiB on a power of two, then hierarchical or ring */
+     * doubling up to 64 KiB on a power of two (halving-doubling on up to
+     * 1 MiB where the ranks outnumber the cores), then hierarchical or
+     * ring */
     if (n > 2 && n <= LOOM_PLAN_ONESHOT_MAX_RANKS && bytes <= LOOM_PLAN_ONESHOT_MAX_BYTES)
       out[k++] = LOOM_ALGO_ONESHOT;
     else if (n > LOOM_PLAN_ONESHOT_MAX_RANKS && small &&
@@ -57,6 +65,8 @@ static int rank_algos(const struct loom_plan_args *a, size_t bytes, enum loom_al
       out[k++] = LOOM_ALGO_TREE;
     else if (pow2 && small)
       out[k++] = LOOM_ALGO_RD;
+    else if (pow2 && oversubscribed(a->topo) && bytes <= LOOM_PLAN_OVERSUB_MAX_BYTES)
+      out[k++] = LOOM_ALGO_RHD;
     else if (loom_algo_runs(a->coll, LOOM_ALGO_HIER, n, a->topo))
       out[k++] = LOOM_ALGO_HIER;
     else
@@ -75,7 +85,8 @@ static int rank_algos(const struct loom_plan_args *a, size_t bytes, enum loom_al
     return k;
   }
   case LOOM_COLL_ALLGATHER:
-    if (pow2 && bytes * (size_t)n <= LOOM_PLAN_RD_MAX_BYTES) {
+    if (pow2 && (bytes * (size_t)n <= LOOM_PLAN_RD_MAX_BYTES ||
+                 (oversubscribed(a->topo) && bytes * (size_t)n <= LOOM_PLAN_OVERSUB_MAX_BYTES))) {
       out[k++] = LOOM_ALGO_RD;
       out[k++] = LOOM_ALGO_RING;
     } else {
@@ -157,7 +168,7 @@ static enum loom_proto choose_proto(const struct loom_plan_args *a, enum loom_al
   if (depth < 2 || part <= LOOM_PROTO_LL_SLICE_BYTES || chunk <= LOOM_PROTO_LL_SLICE_BYTES)
     return LOOM_PROTO_SIMPLE;
   const struct loom_topo *t = a->topo;
-  if (t != NULL && t->hw != NULL && t->hw[0].cores > 0 && t->max_node_size > t->hw[0].cores)
+  if (oversubscribed(t))
     return LOOM_PROTO_SIMPLE;
   struct loom_cost_model m;
   loom_cost_seed(&m, t, a->links);

@@ -26,6 +26,11 @@
  * binary tree (2 log2(nodes) + 2(ranks per node - 1) latencies) takes the
  * small messages, since one-shot's n-1 messages per rank all cross. */
 #define LOOM_PLAN_ONESHOT_MAX_RANKS 8
+/* Where a node has more ranks than cores, halving-doubling (all-reduce)
+ * and recursive doubling (all-gather, total bytes) up to this size: fewer
+ * steps, so fewer hand-offs between ranks that take turns on a core (4
+ * ranks on 2 cores, 128 KiB-1 MiB: rings 1.3-4x slower, 2026-12-05). */
+#define LOOM_PLAN_OVERSUB_MAX_BYTES (1u << 20)
 
 /* Algorithms, as LOOM_ALGO names them.  AUTO: the tuner's choice. */
 enum loom_algo {

@@ -138,6 +138,41 @@ START_TEST(tuner_allreduce) {
 }
 END_TEST
 
+/* 4 ranks on one node of `cores` cores. */
+static const char *plan_cores(enum loom_coll coll, size_t bytes, int cores) {
+  struct loom_topo t;
+  int node[4] = {0, 0, 0, 0};
+  ck_assert_int_eq(loom_topo_from_nodes(&t, 4, node), 0);
+  struct loom_topo_hw hw;
+  memset(&hw, 0, sizeof hw);
+  hw.cores = cores;
+  t.hw = &hw;
+  const char *name = plan_on(coll, 4, bytes, LOOM_ALGO_AUTO, &t);
+  t.hw = NULL;
+  loom_topo_free(&t);
+  return name;
+}
+
+/* More ranks than cores: fewer steps up to 1 MiB (halving-doubling for
+ * all-reduce, recursive doubling for all-gather's total); enough cores:
+ * the rings as before. */
+START_TEST(tuner_oversubscribed) {
+  const char *rhd = "recursive halving-doubling", *rd = "recursive doubling";
+  ck_assert_str_eq(plan_cores(LOOM_COLL_ALLREDUCE, 8, 2), "one-shot");
+  ck_assert_str_eq(plan_cores(LOOM_COLL_ALLREDUCE, 64 << 10, 2), rd);
+  ck_assert_str_eq(plan_cores(LOOM_COLL_ALLREDUCE, (64 << 10) + 4, 2), rhd);
+  ck_assert_str_eq(plan_cores(LOOM_COLL_ALLREDUCE, 1 << 20, 2), rhd);
+  ck_assert_str_eq(plan_cores(LOOM_COLL_ALLREDUCE, (1 << 20) + 4, 2), "ring");
+  ck_assert_str_eq(plan_cores(LOOM_COLL_ALLREDUCE, 128 << 10, 4), "ring");
+  ck_assert_str_eq(plan_cores(LOOM_COLL_ALLREDUCE, 128 << 10, 0), "ring"); /* cores unknown */
+  /* all-gather: bytes per rank, 4 ranks: 256 KiB is 1 MiB in all */
+  ck_assert_str_eq(plan_cores(LOOM_COLL_ALLGATHER, 256 << 10, 2), rd);
+  ck_assert_str_eq(plan_cores(LOOM_COLL_ALLGATHER, (256 << 10) + 4, 2), "ring");
+  ck_assert_str_eq(plan_cores(LOOM_COLL_ALLGATHER, 32 << 10, 4), "ring");
+  ck_assert_str_eq(plan_cores(LOOM_COLL_ALLGATHER, 16 << 10, 4), rd);
+}
+END_TEST
+
 START_TEST(tuner_forced_and_fallback) {
   ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 2, 8, LOOM_ALGO_RING), "ring");
   ck_assert_str_eq(plan(LOOM_COLL_ALLREDUCE, 4, 64 << 20, LOOM_ALGO_ONESHOT), "one-shot");
@@ -580,6 +615,7 @@ int main(void) {
   tcase_add_test(tc, cost_model);
   tcase_add_test(tc, cost_seed_from_links);
   tcase_add_test(tc, tuner_allreduce);
+  tcase_add_test(tc, tuner_oversubscribed);
   tcase_add_test(tc, tuner_forced_and_fallback);
   tcase_add_test(tc, tuner_with_nodes);
   tcase_add_test(tc, runs_and_names);

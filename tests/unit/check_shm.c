@@ -113,8 +113,9 @@ static void exchange(size_t len) {
 
 static void all_sizes(void) {
   /* a cell carries 65536 bytes; a FIFO of 2 local ranks has 16 cells */
-  static const size_t lens[] = {1,     23,    24,     25,     64,
-                                4096,  65472, 65473,  65535,  65536 /* single copy from here */,
+  static const size_t lens[] = {1,     23,    24,     25,     31,     32 /* last inline */,
+                                33,    64,    4096,   65472,  65473,  65535,
+                                65536 /* single copy from here */,
                                 65537, 131072, (2u << 20) + 3}; /* twice the FIFO */
   for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
     exchange(lens[i]);
@@ -307,7 +308,7 @@ static void in_place_then_copied(size_t len) {
 }
 
 START_TEST(read_in_place_sizes) {
-  static const size_t lens[] = {1, 24, 25, 65536, 65537, 131072, (2u << 20) + 8};
+  static const size_t lens[] = {1, 24, 32, 33, 65536, 65537, 131072, (2u << 20) + 8};
   for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++)
     in_place_then_copied(lens[i]);
 }

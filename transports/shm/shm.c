@@ -288,6 +288,8 @@ static loomResult_t shm_irecv(void *conn, struct loom_xfer *x) {
   return loomSuccess;
 }
 
+_Static_assert(SHM_PAYLOAD_MAX < SHM_CELL_CMA, "a part's length leaves the CMA bit free");
+
 /* Cell `index` of a FIFO of c whose first cell is at `cells` (both FIFOs
  * of a pair have c->ncells cells of c->cell_bytes). */
 static inline struct shm_cell_hdr *cell_at(const struct shm_conn *c, char *cells,
@@ -312,8 +314,7 @@ static void push_sends(struct shm_conn *c, int *progressed) {
       /* Single copy: announce the buffer; the peer reads it and counts it. */
       uint64_t where = (uint64_t)(uintptr_t)x->buf;
       memcpy(cell->inline_data, &where, sizeof where);
-      cell->flags = SHM_CELL_CMA;
-      cell->len = 0;
+      cell->len = SHM_CELL_CMA;
       cell->total = x->len;
       cell->fp[0] = x->fp[0];
       cell->fp[1] = x->fp[1];
@@ -321,13 +322,12 @@ static void push_sends(struct shm_conn *c, int *progressed) {
         fail_conn(c, loomSystemError, "rank %d: out of memory sending to rank %d%s", "");
         return;
       }
-      atomic_store_explicit(&cell->seq, c->next_write + 1, memory_order_release);
+      atomic_store_explicit(&cell->seq, shm_cell_seq(c->next_write), memory_order_release);
       c->next_write++;
       loom_fifo_pop(&c->sendq);
       *progressed = 1;
       continue;
     }
-    cell->flags = 0;
     size_t left = x->len - c->send_off, room = c->cell_bytes - SHM_LINE;
     size_t part = left < room ? left : room;
     if (x->len <= SHM_INLINE_BYTES)
@@ -338,7 +338,7 @@ static void push_sends(struct shm_conn *c, int *progressed) {
     cell->total = x->len;
     cell->fp[0] = x->fp[0];
     cell->fp[1] = x->fp[1];
-    atomic_store_explicit(&cell->seq, c->next_write + 1, memory_order_release);
+    atomic_store_explicit(&cell->seq, shm_cell_seq(c->next_write), memory_order_release);
     c->next_write++;
     c->send_off += part;
     *progressed = 1;
@@ -400,7 +400,7 @@ static inline void prefetch_data_lines(const struct shm_conn *c, const struct lo
  * not yet, or on a mismatch (then the connection has failed). */
 static struct shm_cell_hdr *arrived_cell(struct shm_conn *c, struct loom_xfer *x) {
   struct shm_cell_hdr *cell = cell_at(c, c->in_cells, c->next_read);
-  if (atomic_load_explicit(&cell->seq, memory_order_acquire) != c->next_read + 1) {
+  if (atomic_load_explicit(&cell->seq, memory_order_acquire) != shm_cell_seq(c->next_read)) {
     prefetch_data_lines(c, x, cell);
     return NULL;
   }
@@ -410,7 +410,7 @@ static struct shm_cell_hdr *arrived_cell(struct shm_conn *c, struct loom_xfer *x
       c->failed = loomInvalidUsage;
     return NULL;
   }
-  if (c->recv_off + cell->len > x->len) { /* same call and length: a torn cell */
+  if (c->recv_off + shm_cell_len(cell) > x->len) { /* same call and length: a torn cell */
     fail_conn(c, loomRemoteError, "rank %d: corrupt cell from rank %d%s", "");
     return NULL;
   }
@@ -424,7 +424,7 @@ static int shm_probe(void *conn, uint64_t fp[2], uint64_t *len) {
   if (c->failed != loomSuccess)
     return -1;
   const struct shm_cell_hdr *cell = cell_at(c, c->in_cells, c->next_read);
-  if (atomic_load_explicit(&cell->seq, memory_order_acquire) != c->next_read + 1)
+  if (atomic_load_explicit(&cell->seq, memory_order_acquire) != shm_cell_seq(c->next_read))
     return 0;
   fp[0] = cell->fp[0];
   fp[1] = cell->fp[1];
@@ -453,7 +453,7 @@ static loomResult_t pull_recvs(struct shm_conn *c, int *progressed) {
     struct shm_cell_hdr *cell = arrived_cell(c, x);
     if (cell == NULL)
       return c->failed;
-    if (cell->flags & SHM_CELL_CMA) {
+    if (cell->len & SHM_CELL_CMA) {
       uint64_t where;
       memcpy(&where, cell->inline_data, sizeof where);
       if (c->recv_off != 0)
@@ -468,8 +468,8 @@ static loomResult_t pull_recvs(struct shm_conn *c, int *progressed) {
     if (x->len <= SHM_INLINE_BYTES)
       memcpy(x->buf, cell->inline_data, x->len);
     else
-      memcpy((char *)x->buf + c->recv_off, (const char *)cell + SHM_LINE, cell->len);
-    release_cell(c, x, cell->len);
+      memcpy((char *)x->buf + c->recv_off, (const char *)cell + SHM_LINE, shm_cell_len(cell));
+    release_cell(c, x, shm_cell_len(cell));
     *progressed = 1;
   }
   return loomSuccess;
@@ -487,20 +487,20 @@ size_t loom_shm_peek(void *conn, struct loom_xfer *x, const void **data) {
   struct shm_cell_hdr *cell = arrived_cell(c, x);
   if (cell == NULL)
     return 0;
-  if (cell->flags & SHM_CELL_CMA) {
+  if (cell->len & SHM_CELL_CMA) {
     fail_conn(c, loomRemoteError, "rank %d: rank %d's stream is corrupt%s",
               " (a single-copy message where one read in place was expected)");
     return 0;
   }
   *data = x->len <= SHM_INLINE_BYTES ? (const void *)cell->inline_data
                                      : (const void *)((const char *)cell + SHM_LINE);
-  return cell->len;
+  return shm_cell_len(cell);
 }
 
 void loom_shm_consume(void *conn, struct loom_xfer *x) {
   struct shm_conn *c = conn;
   const struct shm_cell_hdr *cell = cell_at(c, c->in_cells, c->next_read);
-  release_cell(c, x, cell->len);
+  release_cell(c, x, shm_cell_len(cell));
 }
 
 /* A peer with work pending whose process is gone has died. */

@@ -140,6 +140,13 @@ static int idle_ends(struct loom_engine_task *r) {
   return 0;
 }
 
+/* Shortens a sleep of *us microseconds to end just after ns nanoseconds
+ * from now (UINT64_MAX: no bound), when something falls due then. */
+static void wake_within(int *us, uint64_t ns) {
+  if (ns / 1000u + 1 < (uint64_t)*us)
+    *us = (int)(ns / 1000u) + 1;
+}
+
 /* One still turn of task r: what to do before the next progress, and for
  * IDLE_SLEEP for how long.  A wait on shared memory spins e->clock_turns
  * turns before the clock starts it (one that yields at once, or with
@@ -187,17 +194,10 @@ static enum idle_action idle_step(struct loom_engine_task *r, int *us) {
       *us = ENGINE_BUSY_MAX_US;
   }
   uint64_t timeout_ns = e->timeout_ms > 0 ? (uint64_t)e->timeout_ms * 1000000ull : 0;
-  if (timeout_ns) {
-    uint64_t left = r->last_progress + timeout_ns - r->now;
-    if (left / 1000u + 1 < (uint64_t)*us)
-      *us = (int)(left / 1000u) + 1;
-  }
-  uint64_t late_ns = loom_straggler_due_ns(r);
-  if (late_ns / 1000u + 1 < (uint64_t)*us)
-    *us = (int)(late_ns / 1000u) + 1;
-  uint64_t gone_ns = prev_gone_left_ns(r);
-  if (gone_ns / 1000u + 1 < (uint64_t)*us)
-    *us = (int)(gone_ns / 1000u) + 1;
+  if (timeout_ns)
+    wake_within(us, r->last_progress + timeout_ns - r->now);
+  wake_within(us, loom_straggler_due_ns(r));
+  wake_within(us, prev_gone_left_ns(r));
   return IDLE_SLEEP;
 }
 

@@ -317,21 +317,35 @@ static void abort_rank(int victim) {
 }
 
 /* Rank 1, the bootstrap predecessor of rank 2, sends its message and
- * leaves; rank 2 sleeps in the kernel on rank 0 (late by less than the
- * engine's grace) and sees rank 1's socket close meanwhile. */
+ * leaves (loomCommDestroy closes its bootstrap sockets), then says so in
+ * a file named after the launcher's pid; rank 0 sends only once it sees
+ * that file, so rank 2, sleeping in the kernel on rank 0, always sees
+ * rank 1's socket close first, and waits well within the engine's grace. */
 static void clean_exit(void) {
   if (nranks != 3)
     FAIL("--clean-exit needs 3 ranks, got %d", nranks);
+  char mark[64];
+  snprintf(mark, sizeof mark, "/tmp/loom-fault-clean-exit.%d", (int)getppid());
   loomComm_t comm = init_comm(20000);
   int32_t v = 100 + rank, got[2] = {-1, -1};
   if (rank == 1) {
     CHECK_LOOM(loomSend(&v, 1, loomInt32, 2, comm, NULL));
     CHECK_LOOM(loomCommDestroy(comm));
+    FILE *f = fopen(mark, "w");
+    if (f == NULL || fclose(f) != 0)
+      FAIL("cannot create %s", mark);
     printf("rank 1: sent and left\n");
     return;
   }
   if (rank == 0) {
-    usleep(150000); /* rank 1 has exited by then */
+    uint64_t start = loom_now_ns();
+    while (access(mark, F_OK) != 0) {
+      if (elapsed_s(start) > 20.0)
+        FAIL("rank 1 did not leave within 20 s (no %s)", mark);
+      usleep(1000);
+    }
+    unlink(mark);
+    usleep(20000); /* rank 2 is asleep in the kernel by now */
     CHECK_LOOM(loomSend(&v, 1, loomInt32, 2, comm, NULL));
   } else {
     CHECK_LOOM(loomRecv(&got[0], 1, loomInt32, 0, comm, NULL));

@@ -1,6 +1,7 @@
 /*
  * host.c — the host backend's ops table: "device" memory is pinned host
- * memory (page-aligned, mlock()ed where the limit allows), kept in an
+ * memory (page-aligned, mlock()ed where the limit allows) in a memfd, so
+ * that the node's other ranks can map it (host_ipc.c), kept in an
  * allocation table for bounds and loomMemFree; copies and kernels run at
  * once on the calling thread (a host stream's worker, src/stream, is what
  * makes them asynchronous); the kernels are device/reduce.c's, the same
@@ -8,7 +9,8 @@
  * src/stream's own, so the stream and event entries are NULL.
  */
 #include "device/device.h"
-#include "device/alloc_table.h"
+#include "device/host.h"
+#include "device/memfd_ipc.h"
 #include "device/reduce.h"
 #include "core/error.h"
 #include "core/log.h"
@@ -20,25 +22,35 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-static struct loom_alloc_table pinned = LOOM_ALLOC_TABLE_INIT;
+struct loom_alloc_table loom_host_allocs = LOOM_ALLOC_TABLE_INIT;
 
 static loomResult_t mem_alloc(void **ptr, size_t bytes) {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
-  void *p = NULL;
-  int err = posix_memalign(&p, page, bytes ? bytes : 1);
-  if (err != 0)
-    return loom_error(loomSystemError, LOOM_LOG_INIT, "loomMemAlloc(host): %zu bytes: %s",
-                      bytes, strerror(err));
+  struct loom_alloc a = {.bytes = bytes, .span = (bytes + page - 1) / page * page};
+  if (a.span == 0)
+    a.span = page;
+  if (a.span < bytes)
+    return loom_error(loomInvalidArgument, LOOM_LOG_INIT, "loomMemAlloc(host): %zu bytes",
+                      bytes);
+  LOOM_CHECK(loom_memfd_create("loom-host", a.span, "loomMemAlloc(host)", &a.fd));
+  void *p = mmap(NULL, a.span, PROT_READ | PROT_WRITE, MAP_SHARED, a.fd, 0);
+  if (p == MAP_FAILED) {
+    loomResult_t res = loom_error(loomSystemError, LOOM_LOG_INIT,
+                                  "loomMemAlloc(host): mapping %zu bytes: %s", a.span,
+                                  strerror(errno));
+    close(a.fd);
+    return res;
+  }
   if (bytes > 0 && mlock(p, bytes) != 0) /* pinned where RLIMIT_MEMLOCK allows */
     LOOM_INFO(LOOM_LOG_INIT, "loomMemAlloc(host): mlock of %zu bytes: %s (left pageable)",
                bytes, strerror(errno));
-  struct loom_alloc a = {.base = (uintptr_t)p, .bytes = bytes, .span = bytes ? bytes : 1,
-                         .fd = -1};
-  pthread_mutex_lock(&pinned.lock);
-  int bad = loom_alloc_insert(&pinned, &a, loom_alloc_slot(&pinned, a.base));
-  pthread_mutex_unlock(&pinned.lock);
+  a.base = (uintptr_t)p;
+  pthread_mutex_lock(&loom_host_allocs.lock);
+  int bad = loom_alloc_insert(&loom_host_allocs, &a, loom_alloc_slot(&loom_host_allocs, a.base));
+  pthread_mutex_unlock(&loom_host_allocs.lock);
   if (bad) {
-    free(p);
+    munmap(p, a.span);
+    close(a.fd);
     return loom_error(loomSystemError, LOOM_LOG_INIT, "loomMemAlloc(host): out of memory");
   }
   loom_device_mark_active(); /* bounds of this allocation are now checked */
@@ -48,13 +60,12 @@ static loomResult_t mem_alloc(void **ptr, size_t bytes) {
 
 static loomResult_t mem_free(void *ptr) {
   struct loom_alloc a;
-  if (loom_alloc_take(&pinned, (uintptr_t)ptr, 0, &a) != 0)
+  if (loom_alloc_take(&loom_host_allocs, (uintptr_t)ptr, 0, &a) != 0)
     return loom_error(loomInvalidArgument, LOOM_LOG_INIT,
                       "loomMemFree: %p was not returned by loomMemAlloc (free it the way it "
                       "was allocated)", ptr);
-  if (a.bytes > 0)
-    (void)munlock(ptr, a.bytes);
-  free(ptr);
+  munmap(ptr, a.span); /* unlocks too */
+  close(a.fd);
   return loomSuccess;
 }
 
@@ -68,7 +79,7 @@ static loomResult_t host_alloc(void **ptr, size_t bytes) {
 static void host_free(void *ptr) { free(ptr); }
 
 static int classify(const void *ptr, uintptr_t *base, size_t *size) {
-  return loom_alloc_bounds(&pinned, ptr, base, size);
+  return loom_alloc_bounds(&loom_host_allocs, ptr, base, size);
 }
 
 static loomResult_t memcpy_now(void *dst, const void *src, size_t bytes, void *native) {
@@ -123,4 +134,8 @@ const struct loom_device_ops loom_device_host_ops = {
     .premul_async = premul_now,
     .scale_avg_async = scale_avg_now,
     .host_func = host_func_now,
+    .ipc_handle_bytes = LOOM_MEMFD_HANDLE_BYTES,
+    .ipc_get = loom_host_ipc_get,
+    .ipc_open = loom_host_ipc_open,
+    .ipc_close = loom_host_ipc_close,
 };

@@ -7,6 +7,7 @@
  */
 #include "device/sim/sim.h"
 #include "device/alloc_table.h"
+#include "device/memfd_ipc.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -52,17 +53,7 @@ static uintptr_t first_fit(size_t span, int *at) {
 }
 
 static loomResult_t make_storage(struct loom_alloc *a) {
-  a->fd = memfd_create("loom-sim-device", MFD_CLOEXEC);
-  if (a->fd < 0)
-    return loom_error(loomSystemError, LOOM_LOG_INIT, "loomMemAlloc(sim): memfd_create: %s",
-                      strerror(errno));
-  if (ftruncate(a->fd, (off_t)a->span) != 0) {
-    loomResult_t res = loom_error(loomSystemError, LOOM_LOG_INIT,
-                                  "loomMemAlloc(sim): %zu bytes: %s", a->bytes, strerror(errno));
-    close(a->fd);
-    return res;
-  }
-  return loomSuccess;
+  return loom_memfd_create("loom-sim-device", a->span, "loomMemAlloc(sim)", &a->fd);
 }
 
 loomResult_t loom_sim_map_and_place(struct loom_alloc *a, const char *fn, void **ptr) {

@@ -55,7 +55,8 @@ static loomResult_t batch_post_next(struct loom_batch *b, int *posted) {
       if ((b->ipc = malloc(sizeof *b->ipc)) == NULL)
         return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (device IPC)");
       b->ipc_call = (int)(c - b->calls);
-      uint64_t plan = loom_trace_plan_add(comm->trace, "device IPC", 0, NULL, 0, NULL);
+      const char *path = c->device == loomDeviceHost ? "host IPC" : "device IPC";
+      uint64_t plan = loom_trace_plan_add(comm->trace, path, 0, NULL, 0, NULL);
       loom_trace_started(comm->trace, c->trace_id, plan, 1);
       return loom_ipc_begin(comm, c, b->ipc, &b->posted);
     }
@@ -110,11 +111,13 @@ static void batch_task_ended(struct loom_batch *b, loomResult_t res) {
   b->unpack = 0;
 }
 
-/* The IPC call in flight, if any, is over. */
-static void batch_ipc_done(struct loom_batch *b) {
+/* The IPC call in flight, if any, is over (ended: it ran, or failed;
+ * otherwise it is still to run the usual way). */
+static void batch_ipc_done(struct loom_batch *b, int ended) {
   if (b->ipc == NULL)
     return;
-  loom_calls_trace_ended(b->comm, &b->calls[b->ipc_call], 1, b->res, 1);
+  if (ended)
+    loom_calls_trace_ended(b->comm, &b->calls[b->ipc_call], 1, b->res, 1);
   loom_ipc_end(b->ipc);
   free(b->ipc);
   b->ipc = NULL;
@@ -130,10 +133,21 @@ static void batch_ipc_next(struct loom_batch *b, int *posted) {
   if (b->res == loomSuccess &&
       (res = loom_ipc_continue(b->comm, b->ipc, &b->posted, posted)) != loomSuccess)
     batch_fail(b, res);
-  if (!*posted || res != loomSuccess) {
-    *posted = 0;
-    batch_ipc_done(b);
-  }
+  if (*posted && res == loomSuccess)
+    return;
+  *posted = 0;
+  int fallback = res == loomSuccess && b->res == loomSuccess && b->ipc->fallback;
+  const struct loom_call *c = &b->calls[b->ipc_call];
+  batch_ipc_done(b, !fallback);
+  if (!fallback)
+    return;
+  /* host buffers some rank cannot share: every rank runs it as any call */
+  b->task_first = (int)(c - b->calls);
+  b->task_n = 1;
+  if ((res = loom_post_call(b->comm, c, c->coll, &b->posted)) != loomSuccess)
+    batch_fail(b, res);
+  else
+    *posted = 1;
 }
 
 /* Done with the communicator: an argument error found this late (a custom
@@ -148,7 +162,7 @@ static void batch_close(struct loom_batch *b) {
   }
   free(b->p2p);
   b->p2p = NULL;
-  batch_ipc_done(b);
+  batch_ipc_done(b, 1);
   pthread_mutex_unlock(&comm->op_lock);
   /* An Abort waiting for comm may free it now, while other batches run. */
   if (b->counted) {

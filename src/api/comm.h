@@ -56,6 +56,11 @@ struct loomComm {
   unsigned coll_seq; /* collectives run so far (fingerprints carry it) */
   size_t bucket_bytes; /* LOOM_BUCKET_BYTES, read at init */
   int device_ipc;      /* LOOM_DEVICE_IPC, read at init */
+  size_t host_ipc_min; /* LOOM_HOST_IPC_MIN, read at init (0: off) */
+  /* After a host-IPC handshake found malloc'd buffers, no handshake until
+   * coll_seq reaches host_ipc_resume; the wait doubles at each such find
+   * (api/ipc_coll.c) */
+  unsigned host_ipc_resume, host_ipc_backoff;
   struct loom_ipc_state *ipc[LOOM_NUM_DEVICES]; /* api/ipc_state.c, per device */
   int nchannels;                   /* LOOM_NCHANNELS (read at init) */
   unsigned proto[LOOM_COLL_COUNT]; /* LOOM_PROTO (read at init): allowed protocols per

@@ -163,6 +163,8 @@ loomResult_t loom_post_call(loomComm_t comm, const struct loom_call *c, int fp_c
   p->bufs[LOOM_BUF_SCRATCH] = comm->scratch;
   p->eop = (struct loom_engine_op){.name = fp_coll == LOOM_FP_DEVICE_IPC
                                                ? "collective through device IPC"
+                                           : fp_coll == LOOM_FP_HOST_IPC
+                                               ? "collective through host IPC"
                                                : loom_coll_name(c->coll),
                                    .sched = &p->sched,
                                    .bufs = p->bufs,

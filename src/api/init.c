@@ -355,6 +355,7 @@ static loomResult_t comm_init(loomComm_t *out, int nranks, const loomUniqueId *i
   comm->sched_cap = LOOM_SCHED_MAX_STEPS(nranks);
   comm->bucket_bytes = (size_t)loom_param_int(LOOM_PARAM_BUCKET_BYTES);
   comm->device_ipc = (int)loom_param_int(LOOM_PARAM_DEVICE_IPC);
+  comm->host_ipc_min = (size_t)loom_param_int(LOOM_PARAM_HOST_IPC_MIN);
   memcpy(comm->algo, algo, sizeof comm->algo);
   memcpy(comm->proto, proto, sizeof comm->proto);
   comm->nchannels = (int)loom_param_int(LOOM_PARAM_NCHANNELS);

@@ -31,9 +31,37 @@ static int ipc_collective(enum loom_coll coll) {
          coll == LOOM_COLL_REDUCE;
 }
 
+/* A host call large enough to try: every rank of a correct program
+ * decides alike (the call's bytes, LOOM_HOST_IPC_MIN, the node count, and
+ * the calls and handshakes so far, which set host_ipc_resume). */
+static int host_ipc_wants(const struct loom_call *c) {
+  loomComm_t comm = c->comm;
+  return comm->host_ipc_min != 0 &&
+         c->count * loom_datatype_size(c->datatype) >= comm->host_ipc_min &&
+         (int)(comm->coll_seq - comm->host_ipc_resume) >= 0 && comm->nranks >= 2 &&
+         comm->topo.nnodes == 1 && ipc_collective(c->coll) && !c->premul;
+}
+
+/* A handshake found buffers some rank cannot share: a program that
+ * passes malloc'd buffers (a framework's tensors) usually always does, so
+ * the next handshakes wait 1, 2, 4 ... up to LOOM_HOST_IPC_BACKOFF_MAX
+ * calls; one that finds every buffer shareable starts over.  Every rank
+ * sees the same records and counts the same calls, so all skip alike. */
+static void host_ipc_back_off(loomComm_t comm, int shared) {
+  if (shared) {
+    comm->host_ipc_backoff = 0;
+    return;
+  }
+  unsigned wait = comm->host_ipc_backoff ? 2 * comm->host_ipc_backoff : 1;
+  comm->host_ipc_backoff = wait < LOOM_HOST_IPC_BACKOFF_MAX ? wait : LOOM_HOST_IPC_BACKOFF_MAX;
+  comm->host_ipc_resume = comm->coll_seq + comm->host_ipc_backoff;
+}
+
 int loom_ipc_wants(const struct loom_call *c) {
   loomComm_t comm = c->comm;
-  if (c->device == loomDeviceHost || !comm->device_ipc || comm->nranks < 2 ||
+  if (c->device == loomDeviceHost)
+    return host_ipc_wants(c);
+  if (!comm->device_ipc || comm->nranks < 2 ||
       comm->topo.nnodes != 1 || !ipc_collective(c->coll) || c->premul)
     return 0;
   const struct loom_device_ops *dev;
@@ -55,6 +83,20 @@ static void used_buffers(const struct loom_call *c, const void **send, void **re
     *recv = NULL;
 }
 
+static int on_host(const struct loom_ipc_run *r) { return r->dev->device == loomDeviceHost; }
+
+/* The backend's stream work is done (the host's ran as it was queued). */
+static loomResult_t sync_stream(const struct loom_device_ops *dev, void *stream) {
+  return dev->stream_sync != NULL ? dev->stream_sync(stream) : loomSuccess;
+}
+
+/* A host buffer the peers can map: loomMemAlloc's (or none). */
+static int host_mappable(const void *p) {
+  uintptr_t base;
+  size_t size;
+  return p == NULL || loom_device_host_ops.classify(p, &base, &size);
+}
+
 static int is_host(const void *p) {
   const struct loom_device_ops *ops;
   uintptr_t base;
@@ -71,6 +113,8 @@ static loomResult_t host_to_scratch(struct loom_ipc_run *r, struct loom_ipc_stat
                                     const void **send, void **recv) {
   const struct loom_call *c = r->c;
   void *stream = loom_ipc_stream(st);
+  if (on_host(r))
+    return loomSuccess;
   if (is_host(*send)) {
     void *s;
     LOOM_CHECK(loom_ipc_scratch(st, 0, c->send_bytes, &s));
@@ -92,7 +136,7 @@ static loomResult_t scratch_to_host(struct loom_ipc_run *r, struct loom_ipc_stat
     return loomSuccess;
   void *stream = loom_ipc_stream(st);
   LOOM_CHECK(r->dev->memcpy_async(r->host_recv, r->scratch_recv, r->c->recv_bytes, stream));
-  return r->dev->stream_sync(stream);
+  return sync_stream(r->dev, stream);
 }
 
 /* ---- the handshake ---- */
@@ -122,6 +166,14 @@ static loomResult_t make_record(struct loom_ipc_run *r, struct loom_ipc_state *s
   const void *send;
   void *recv;
   used_buffers(c, &send, &recv);
+  /* Host memory of malloc, the stack, a tensor: the call goes the usual
+   * way on every rank (loom_ipc_continue), after this handshake.  A
+   * process that never called loomMemAlloc has none to share (and its
+   * calls' spans, which used_buffers reads, were never worked out). */
+  rec->direct = !on_host(r) || (loom_device_active() && host_mappable(send) &&
+                                host_mappable(recv));
+  if (!rec->direct)
+    return loomSuccess;
   LOOM_CHECK(host_to_scratch(r, st, &send, &recv));
   LOOM_CHECK(export_buffer(r->dev, send, rec->send_handle, &rec->send_off, &rec->send_ptr));
   return export_buffer(r->dev, recv, rec->recv_handle, &rec->recv_off, &rec->recv_ptr);
@@ -132,7 +184,7 @@ static loomResult_t post_exchange(loomComm_t comm, struct loom_ipc_run *r,
   struct loom_call x = {.coll = LOOM_COLL_ALLGATHER, .comm = comm, .sendbuff = &r->mine,
                         .recvbuff = r->recs, .count = sizeof r->mine, .datatype = loomUint8,
                         .op = loomMax, .base_op = loomMax, .root = -1};
-  return loom_post_call(comm, &x, LOOM_FP_DEVICE_IPC, p);
+  return loom_post_call(comm, &x, on_host(r) ? LOOM_FP_HOST_IPC : LOOM_FP_DEVICE_IPC, p);
 }
 
 loomResult_t loom_ipc_begin(loomComm_t comm, const struct loom_call *c, struct loom_ipc_run *r,
@@ -150,7 +202,7 @@ loomResult_t loom_ipc_begin(loomComm_t comm, const struct loom_call *c, struct l
    * these buffers as soon as the handshake is done.  On a device stream
    * the worker already waited for that stream's earlier work. */
   if (c->stream == NULL || loom_stream_device(c->stream) == loomDeviceHost)
-    LOOM_CHECK(r->dev->stream_sync(NULL));
+    LOOM_CHECK(sync_stream(r->dev, NULL));
   LOOM_CHECK(loom_ipc_state_get(comm, r->dev, &r->st));
   LOOM_CHECK(make_record(r, r->st, &r->mine));
   return post_exchange(comm, r, p);
@@ -187,6 +239,14 @@ static loomResult_t check_records(loomComm_t comm, const struct loom_ipc_run *r)
                       "call on buffers of the same device", comm->rank, mine, q, theirs);
   }
   return loomSuccess;
+}
+
+/* Every rank's buffers can be mapped (a device call's always can). */
+static int all_direct(loomComm_t comm, const struct loom_ipc_run *r) {
+  for (int q = 0; q < comm->nranks; q++)
+    if (!r->recs[q].direct)
+      return 0;
+  return 1;
 }
 
 /* This process's addresses of every rank's buffers. */
@@ -251,6 +311,27 @@ static loomResult_t copy(const struct loom_device_ops *dev, char *dst, const cha
   return dev->memcpy_async(dst, src, bytes, stream);
 }
 
+/* Host all-reduce: this rank's slice [lo, hi) reduced once, piece by
+ * piece, and each piece copied into every peer's output while it is still
+ * in cache, so that every byte crosses memory once, as in the ideal
+ * (bench/mem_ceiling.c).  No rank reads what another writes here: rank q
+ * reads only slice q of the inputs and writes only slice q of the
+ * outputs, so the call needs no second phase. */
+static loomResult_t reduce_to_all(loomComm_t comm, const struct loom_ipc_run *r, size_t lo,
+                                  size_t hi) {
+  int n = comm->nranks, me = comm->rank;
+  size_t es = loom_datatype_size(r->c->datatype), piece = LOOM_HOST_IPC_PIECE_BYTES / es;
+  for (size_t at = lo; at < hi; at += piece) {
+    size_t elems = hi - at < piece ? hi - at : piece;
+    char *mine = r->recv[me] + at * es;
+    LOOM_CHECK(reduce_all(r, n, me, mine, at * es, elems, NULL));
+    for (int q = 0; q < n; q++)
+      if (q != me)
+        LOOM_CHECK(copy(r->dev, r->recv[q] + at * es, mine, elems * es, NULL));
+  }
+  return loomSuccess;
+}
+
 /* Phase 1 of r's call on this rank. */
 static loomResult_t phase1(loomComm_t comm, const struct loom_ipc_run *r, void *stream) {
   const struct loom_call *c = r->c;
@@ -259,6 +340,8 @@ static loomResult_t phase1(loomComm_t comm, const struct loom_ipc_run *r, void *
   switch (c->coll) {
   case LOOM_COLL_ALLREDUCE:
     slice(c->count, n, me, &lo, &hi);
+    if (on_host(r))
+      return reduce_to_all(comm, r, lo, hi);
     return reduce_all(r, n, me, r->recv[me] + lo * es, lo * es, hi - lo, stream);
   case LOOM_COLL_REDUCE:
     slice(c->count, n, me, &lo, &hi);
@@ -298,7 +381,7 @@ static loomResult_t run_phase(loomComm_t comm, struct loom_ipc_run *r,
                               struct loom_ipc_state *st, int which) {
   void *stream = loom_ipc_stream(st);
   loomResult_t res = which == 1 ? phase1(comm, r, stream) : phase2(comm, r, stream);
-  loomResult_t sync = r->dev->stream_sync(stream);
+  loomResult_t sync = sync_stream(r->dev, stream);
   return res != loomSuccess ? res : sync;
 }
 
@@ -308,18 +391,27 @@ loomResult_t loom_ipc_continue(loomComm_t comm, struct loom_ipc_run *r, struct l
   struct loom_ipc_state *st = r->st;
   if (r->phase == 0) {
     LOOM_CHECK(check_records(comm, r));
+    if (on_host(r))
+      host_ipc_back_off(comm, all_direct(comm, r));
+    if (!all_direct(comm, r)) {
+      r->fallback = 1;
+      LOOM_TRACE(LOOM_LOG_COLL, "%s count %zu %s: host buffers not all from loomMemAlloc: "
+                 "through the transports", loom_coll_name(r->c->coll), r->c->count,
+                 loom_datatype_name(r->c->datatype));
+      return loomSuccess;
+    }
     loom_ipc_next_call(st);
     LOOM_CHECK(map_peers(comm, r, st));
-    LOOM_TRACE(LOOM_LOG_COLL, "%s count %zu %s: device IPC", loom_coll_name(r->c->coll),
-               r->c->count, loom_datatype_name(r->c->datatype));
+    LOOM_TRACE(LOOM_LOG_COLL, "%s count %zu %s: %s IPC", loom_coll_name(r->c->coll),
+               r->c->count, loom_datatype_name(r->c->datatype), on_host(r) ? "host" : "device");
   }
-  int last = r->c->coll == LOOM_COLL_ALLREDUCE ? 2 : 1;
+  int last = r->c->coll == LOOM_COLL_ALLREDUCE && !on_host(r) ? 2 : 1;
   if (r->phase == last)
     return scratch_to_host(r, st);
   r->phase++;
   LOOM_CHECK(run_phase(comm, r, st, r->phase));
   *posted = 1;
-  return loom_post_fence(comm, LOOM_FP_DEVICE_IPC, p);
+  return loom_post_fence(comm, on_host(r) ? LOOM_FP_HOST_IPC : LOOM_FP_DEVICE_IPC, p);
 }
 
 void loom_ipc_end(struct loom_ipc_run *r) {

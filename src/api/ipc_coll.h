@@ -36,7 +36,8 @@
 /* One rank's part of the handshake. */
 struct loom_ipc_rec {
   uint64_t process;         /* a random token of the process: its own buffers need no IPC */
-  int32_t device, coll, datatype, op, root, pad;
+  int32_t device, coll, datatype, op, root;
+  int32_t direct;           /* 1: its buffers can be mapped (host: loomMemAlloc's) */
   uint64_t count;
   uint64_t send_ptr, recv_ptr;  /* as the rank sees them (0: not used by it) */
   uint64_t send_off, recv_off;  /* offsets in the handles' allocations */
@@ -46,7 +47,8 @@ struct loom_ipc_rec {
 /* One call in progress (part of a batch). */
 struct loom_ipc_state;
 struct loom_ipc_run {
-  int phase; /* the engine task in flight: 0 handshake, 1 and 2 barriers */
+  int phase;    /* the engine task in flight: 0 handshake, 1 and 2 barriers */
+  int fallback; /* host: a rank's buffers cannot be mapped; the call goes the usual way */
   const struct loom_call *c;
   const struct loom_device_ops *dev;
   struct loom_ipc_state *st; /* the communicator's IPC state for dev */
@@ -58,16 +60,29 @@ struct loom_ipc_run {
   void *scratch_recv;        /* ... and the device scratch standing for it */
 };
 
+/* Host all-reduce's pieces: reduced, then copied to the peers from cache. */
+#define LOOM_HOST_IPC_PIECE_BYTES (64u << 10)
+/* The most calls between handshakes while they keep finding malloc'd
+ * buffers. */
+#define LOOM_HOST_IPC_BACKOFF_MAX 4096u
+
 /* 1 when call c runs through IPC: a collective of that kind (not
- * PreMulSum) on device buffers of a backend with IPC, on a communicator of
- * more than one rank, all on one node, with LOOM_DEVICE_IPC on. */
+ * PreMulSum) on a communicator of more than one rank, all on one node, on
+ * device buffers of a backend with IPC with LOOM_DEVICE_IPC on, or on
+ * host buffers of LOOM_HOST_IPC_MIN bytes or more (count x type size).
+ * A host call goes through IPC only when every rank's buffers came from
+ * loomMemAlloc, which the handshake finds out; otherwise
+ * loom_ipc_continue ends it with r->fallback set, on every rank alike,
+ * and the caller runs it the usual way; the next host calls then skip the
+ * handshake for a while (1, 2, 4 ... LOOM_HOST_IPC_BACKOFF_MAX calls). */
 int loom_ipc_wants(const struct loom_call *c);
 
 /* Starts c: posts its handshake into p. */
 loomResult_t loom_ipc_begin(loomComm_t comm, const struct loom_call *c, struct loom_ipc_run *r,
                             struct loom_posted *p);
 /* The task r posted ended well: runs the next phase's device work and
- * posts its barrier (*posted 1), or finishes the call (*posted 0). */
+ * posts its barrier (*posted 1), or finishes the call (*posted 0; with
+ * r->fallback set, nothing moved: the call is still to run). */
 loomResult_t loom_ipc_continue(loomComm_t comm, struct loom_ipc_run *r, struct loom_posted *p,
                                int *posted);
 /* Frees what r holds (after it finished or failed). */

@@ -72,7 +72,8 @@ loomResult_t loom_ipc_state_get(loomComm_t comm, const struct loom_device_ops *d
       return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (device IPC)");
     st->dev = dev;
     st->keep = 64 + 4 * comm->nranks;
-    loomResult_t res = dev->stream_create(&st->stream);
+    /* the host backend's copies and kernels run at once: no stream */
+    loomResult_t res = dev->stream_create != NULL ? dev->stream_create(&st->stream) : loomSuccess;
     if (res != loomSuccess) {
       free(st);
       return res;
@@ -163,7 +164,8 @@ void loom_ipc_state_free(loomComm_t comm) {
     struct loom_ipc_state *st = comm->ipc[d];
     if (st == NULL)
       continue;
-    st->dev->stream_destroy(st->stream);
+    if (st->stream != NULL)
+      st->dev->stream_destroy(st->stream);
     for (int i = 0; i < 2; i++)
       if (st->scratch[i] != NULL)
         (void)st->dev->mem_free(st->scratch[i]);

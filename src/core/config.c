@@ -365,6 +365,18 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
                  "reduce-scatter, broadcast and reduce of device buffers read and write the "
                  "peers' device memory directly (CUDA IPC, the simulated device's shared "
                  "storage); 0 stages them through host memory instead"},
+    [LOOM_PARAM_HOST_IPC_MIN] =
+        {.name = "LOOM_HOST_IPC_MIN",
+         .type = LOOM_PARAM_T_SIZE,
+         .default_value = "256K",
+         .min = 0,
+         .max = INT64_MAX,
+         .help = "on a communicator whose ranks share one node, all-reduce, all-gather, "
+                 "reduce-scatter, broadcast and reduce of host buffers of at least this many "
+                 "bytes (count x type size) first exchange their buffers; when every rank's "
+                 "came from loomMemAlloc, each rank reads and writes the peers' buffers "
+                 "directly, with no copy through the shared-memory FIFOs; 0: never.  Set it "
+                 "alike on every rank"},
     [LOOM_PARAM_STRAGGLER_WARN_MS] =
         {.name = "LOOM_STRAGGLER_WARN_MS",
          .type = LOOM_PARAM_T_INT,

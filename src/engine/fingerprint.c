@@ -58,6 +58,11 @@ void loom_fp_text(const uint64_t fp[2], char *buf, size_t len) {
              "one node) #%u", seq);
     return;
   }
+  if (coll == LOOM_FP_HOST_IPC) {
+    snprintf(buf, len, "a collective on host buffers of LOOM_HOST_IPC_MIN bytes or more, "
+             "exchanging its buffers first (one node) #%u", seq);
+    return;
+  }
   append(&t, "%s(", loom_coll_name((enum loom_coll)coll));
   const char *sep = "";
   /* Per-pair sizes of send/recv and all-to-all-v are checked per message. */

@@ -20,6 +20,10 @@
  * through IPC (api/ipc_coll.c): a rank staging the same call through host
  * memory, or passing host buffers, is named instead of mixed in. */
 #define LOOM_FP_DEVICE_IPC 102
+/* The same for a large collective on host buffers of one node
+ * (LOOM_HOST_IPC_MIN): the handshake that finds out whether every rank's
+ * buffers came from loomMemAlloc, and the barrier after the direct work. */
+#define LOOM_FP_HOST_IPC 103
 
 /* word 0: collective+1(8) datatype(8) op(8) seq(16) root+1(24); word 1:
  * count.  seq numbers the communicator's collectives (mod 65536; 0 for

@@ -594,6 +594,9 @@ static void print_header(bench_t *b, const char *hosts, const perf_launch_t *l) 
          o->blocking < 0 ? "no stream (calls run on this thread)"
          : o->blocking ? "1 (stream synchronized after every call)"
                        : "0 (stream synchronized once per -n iterations)");
+  if (o->device == loomDeviceHost && o->loom_mem)
+    printf("# buffers: host memory of loomMemAlloc (--mem loom)%s\n",
+           o->peer_mpi ? "; the MPI peer runs on malloc'd buffers" : "");
   if (o->device != loomDeviceHost)
     printf("# buffers: %s device memory (--device)%s\n",
            o->device == loomDeviceSim ? "sim" : "cuda",
@@ -1058,8 +1061,8 @@ int main(int argc, char **argv) {
   b.expect = o->check ? alloc_buf(max) : NULL;
   memset(b.send, 0, send_bytes);
   memset(b.recv, 0, max);
-  LOOMCHECK(perf_device_mirror(&b.dsend, b.send, send_bytes, o->device));
-  LOOMCHECK(perf_device_mirror(&b.drecv, b.recv, max, o->device));
+  LOOMCHECK(perf_device_mirror(&b.dsend, b.send, send_bytes, o->device, o->loom_mem));
+  LOOMCHECK(perf_device_mirror(&b.drecv, b.recv, max, o->device, o->loom_mem));
 
   totals_t tot = {0, 0, 0};
   int status = 0;

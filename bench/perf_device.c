@@ -4,9 +4,10 @@
  */
 #include "perf_device.h"
 
-loomResult_t perf_device_mirror(void **dev, void *host, size_t bytes, loomDevice_t device) {
+loomResult_t perf_device_mirror(void **dev, void *host, size_t bytes, loomDevice_t device,
+                                int loom_mem) {
   *dev = host;
-  if (device == loomDeviceHost)
+  if (device == loomDeviceHost && !loom_mem)
     return loomSuccess;
   loomResult_t res = loomMemAlloc(dev, bytes, device);
   return res == loomSuccess ? perf_device_copy(*dev, host, bytes) : res;

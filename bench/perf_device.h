@@ -11,8 +11,10 @@
 
 #include <stddef.h>
 
-/* *dev = host for loomDeviceHost; else device memory holding host's bytes. */
-loomResult_t perf_device_mirror(void **dev, void *host, size_t bytes, loomDevice_t device);
+/* *dev = host for loomDeviceHost unless loom_mem; else memory of
+ * loomMemAlloc on device holding host's bytes. */
+loomResult_t perf_device_mirror(void **dev, void *host, size_t bytes, loomDevice_t device,
+                                int loom_mem);
 /* Frees what perf_device_mirror allocated (nothing when dev == host). */
 loomResult_t perf_device_unmirror(void *dev, const void *host);
 /* Copies between a buffer and its mirror (nothing when they are one). */

@@ -63,6 +63,10 @@ static void usage(FILE *f) {
           "                   on a stream of it; results are checked on the device's data\n"
           "                   (copied to the host after each checked call); --peer mpi\n"
           "                   still runs on host buffers\n"
+          "  --mem M          malloc (default) or loom: with loom, loomMemAlloc's host\n"
+          "                   memory, which the node's other ranks can map, so calls of\n"
+          "                   LOOM_HOST_IPC_MIN bytes or more on one node read and write\n"
+          "                   the peers' buffers directly (docs/performance.md)\n"
           "  --percentiles    time each of the -n iterations on its own (the stream\n"
           "                   synchronised in each with -z 1) and add p50 and p99, the\n"
           "                   median and 99th percentile of the time per call, to each\n"
@@ -183,6 +187,15 @@ static int parse_long(int argc, char **argv, int *a, opts_t *o) {
   }
   if (strcmp(arg, "--percentiles") == 0) {
     o->percentiles = 1;
+    return 1;
+  }
+  if (strcmp(arg, "--mem") == 0) {
+    if (*a + 1 >= argc)
+      perf_usage_error("option %s needs a value (malloc, loom)", arg);
+    const char *m = argv[++*a];
+    if (strcmp(m, "loom") != 0 && strcmp(m, "malloc") != 0)
+      perf_usage_error("unknown memory '%s' (malloc, loom)", m);
+    o->loom_mem = strcmp(m, "loom") == 0;
     return 1;
   }
   if (strcmp(arg, "--device") == 0) {

@@ -38,6 +38,7 @@ typedef struct {
   int peer_mpi;           /* --peer mpi */
   int ceiling;            /* --ceiling */
   loomDevice_t device;    /* --device: where the send/receive buffers live */
+  int loom_mem;           /* --mem loom: host buffers from loomMemAlloc */
   int rounds;             /* --rounds N: default 1, with --autotune 3 */
   int percentiles;        /* --percentiles: time every iteration, report p50/p99 */
 } opts_t;

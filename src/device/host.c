@@ -24,6 +24,13 @@
 
 struct loom_alloc_table loom_host_allocs = LOOM_ALLOC_TABLE_INIT;
 
+int loom_host_allocs_add(const struct loom_alloc *a) {
+  pthread_mutex_lock(&loom_host_allocs.lock);
+  int bad = loom_alloc_insert(&loom_host_allocs, a, loom_alloc_slot(&loom_host_allocs, a->base));
+  pthread_mutex_unlock(&loom_host_allocs.lock);
+  return bad;
+}
+
 static loomResult_t mem_alloc(void **ptr, size_t bytes) {
   size_t page = (size_t)sysconf(_SC_PAGESIZE);
   struct loom_alloc a = {.bytes = bytes, .span = (bytes + page - 1) / page * page};
@@ -45,10 +52,7 @@ static loomResult_t mem_alloc(void **ptr, size_t bytes) {
     LOOM_INFO(LOOM_LOG_INIT, "loomMemAlloc(host): mlock of %zu bytes: %s (left pageable)",
                bytes, strerror(errno));
   a.base = (uintptr_t)p;
-  pthread_mutex_lock(&loom_host_allocs.lock);
-  int bad = loom_alloc_insert(&loom_host_allocs, &a, loom_alloc_slot(&loom_host_allocs, a.base));
-  pthread_mutex_unlock(&loom_host_allocs.lock);
-  if (bad) {
+  if (loom_host_allocs_add(&a) != 0) {
     munmap(p, a.span);
     close(a.fd);
     return loom_error(loomSystemError, LOOM_LOG_INIT, "loomMemAlloc(host): out of memory");

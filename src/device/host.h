@@ -11,6 +11,9 @@
 
 extern struct loom_alloc_table loom_host_allocs;
 
+/* Adds a to the table (locking it): 0, or -1 out of memory. */
+int loom_host_allocs_add(const struct loom_alloc *a);
+
 /* device.h's ipc_* for host memory (host_ipc.c). */
 loomResult_t loom_host_ipc_get(const void *ptr, void *handle, size_t *offset);
 loomResult_t loom_host_ipc_open(const void *handle, void **base);

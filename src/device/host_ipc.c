@@ -46,10 +46,7 @@ loomResult_t loom_host_ipc_open(const void *handle, void **base) {
     return loom_error(loomSystemError, LOOM_LOG_COLL, "host IPC: mapping %zu bytes: %s",
                       a.span, strerror(err));
   a.base = (uintptr_t)p;
-  pthread_mutex_lock(&loom_host_allocs.lock);
-  int bad = loom_alloc_insert(&loom_host_allocs, &a, loom_alloc_slot(&loom_host_allocs, a.base));
-  pthread_mutex_unlock(&loom_host_allocs.lock);
-  if (bad) {
+  if (loom_host_allocs_add(&a) != 0) {
     munmap(p, a.span);
     return loom_error(loomSystemError, LOOM_LOG_COLL, "host IPC: out of memory");
   }

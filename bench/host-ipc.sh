@@ -1,7 +1,7 @@
 #!/bin/sh
 # host-ipc.sh [BUILD] — 2 ranks on one node: Loom on malloc'd buffers
 # (through the shared-memory FIFOs) against Loom on loomMemAlloc's buffers
-# (host IPC, LOOM_HOST_IPC_MIN), each job beside Open MPI's
+# (host IPC, LOOM_HOST_IPC_MIN, 256K unless set), each job beside Open MPI's
 # MPI_Allreduce/MPI_Allgather on malloc'd buffers (--peer mpi) and the
 # memory ceiling (--ceiling), results checked.  ROUNDS (3) rounds; in each,
 # for all-reduce then all-gather, a malloc job and a loomMemAlloc job in
@@ -24,7 +24,8 @@ while [ "$r" -le "$rounds" ]; do
     for mem in malloc loom; do
       echo "host-ipc: round $r of $rounds: $coll, --mem $mem" >&2
       # shellcheck disable=SC2086 # $sweep and $mpirun are option lists
-      $mpirun -np 2 "$build/bench/loom-perf" -C "$coll" $sweep --mem "$mem" --peer mpi \
+      LOOM_HOST_IPC_MIN=${LOOM_HOST_IPC_MIN:-256K} $mpirun -x LOOM_HOST_IPC_MIN -np 2 \
+        "$build/bench/loom-perf" -C "$coll" $sweep --mem "$mem" --peer mpi \
         --ceiling --json "$out/$coll-$mem-$r.json" >"$out/$coll-$mem-$r.txt" </dev/null
     done
   done

@@ -6,7 +6,7 @@
 # stream, and past several 64 KiB pieces with avg; the path is the one
 # traced; a rank with malloc'd buffers makes every rank take the usual
 # path, with right results, and the handshakes back off; ranks disagreeing on LOOM_HOST_IPC_MIN are
-# named; below the default 256 KiB nothing changes.
+# named; below LOOM_HOST_IPC_MIN, and by default (0), nothing changes.
 . "$(dirname "$0")/lib.sh"
 CT="$TESTBIN/ranks/coll_test"
 light=${LOOM_TEST_LIGHT:-0}
@@ -31,14 +31,18 @@ LOOM_HOST_IPC_MIN=1 LOOM_DEBUG=TRACE LOOM_DEBUG_SUBSYS=COLL run_ranks 2 60 "$CT"
   -c allreduce,allgather -s 7 -t int32 -o sum
 expect_count "allreduce count 7 int32: host IPC" 4 "loomMemAlloc buffers: all-reduce goes through host IPC"
 expect_count "allgather count 7 int32: host IPC" 4 "loomMemAlloc buffers: all-gather goes through host IPC"
-# ... not below LOOM_HOST_IPC_MIN (256 KiB by default) ...
-LOOM_DEBUG=TRACE LOOM_DEBUG_SUBSYS=COLL run_ranks 2 60 "$CT" -d host -c allreduce -s 7,65535 \
-  -t float32 -o sum
-expect_count "host IPC\|through the transports" 0 "below the default LOOM_HOST_IPC_MIN: no handshake"
+# ... not below LOOM_HOST_IPC_MIN (256 KiB here) ...
+LOOM_HOST_IPC_MIN=256K LOOM_DEBUG=TRACE LOOM_DEBUG_SUBSYS=COLL run_ranks 2 60 "$CT" -d host \
+  -c allreduce -s 7,65535 -t float32 -o sum
+expect_count "host IPC\|through the transports" 0 "below LOOM_HOST_IPC_MIN: no handshake"
 # ... from it (65536 float32 = 256 KiB) ...
-LOOM_DEBUG=TRACE LOOM_DEBUG_SUBSYS=COLL run_ranks 2 60 "$CT" -d host -c allreduce -s 65536 \
+LOOM_HOST_IPC_MIN=256K LOOM_DEBUG=TRACE LOOM_DEBUG_SUBSYS=COLL run_ranks 2 60 "$CT" -d host \
+  -c allreduce -s 65536 -t float32 -o sum
+expect_count "allreduce count 65536 float32: host IPC" 4 "from LOOM_HOST_IPC_MIN (256 KiB): host IPC"
+# ... and never by default (0: off).
+LOOM_DEBUG=TRACE LOOM_DEBUG_SUBSYS=COLL run_ranks 2 60 "$CT" -d host -c allreduce -s 7,1M \
   -t float32 -o sum
-expect_count "allreduce count 65536 float32: host IPC" 4 "from the default LOOM_HOST_IPC_MIN (256 KiB): host IPC"
+expect_count "host IPC\|through the transports" 0 "LOOM_HOST_IPC_MIN unset: no handshake"
 # ... and when one rank's buffers are malloc'd, every rank goes the usual
 # way after the handshake.
 for n in 2 3; do

@@ -168,6 +168,28 @@ static loomResult_t report(const struct loom_engine_task *r, const struct loom_n
                     detail);
 }
 
+/* A rank that failed because another died exits, and closes its
+ * connections too.  So when this rank's ring predecessor closed its
+ * bootstrap connection earlier in this task than the connection of the
+ * rank this one suspects, the predecessor's close is the first failure;
+ * its own notice, sent to it, cannot come round (the ring breaks there).
+ * Seen with 8 ranks: rank 5 killed, rank 4 names it and exits, and rank
+ * 6, whose predecessor is 5, then sees rank 4's connection close. */
+static void prefer_closed_predecessor(const struct loom_engine_task *r,
+                                      struct loom_notice *nt, char *detail, size_t len) {
+  const struct loom_engine *e = r->e;
+  int pred = r->prev_gone_rank;
+  if (nt->kind != LOOM_NOTICE_DIED || nt->reporter != e->rank || r->prev_gone_at == 0 ||
+      pred < 0 || pred == nt->suspect || pred == e->rank)
+    return;
+  size_t o = strlen(detail);
+  snprintf(detail + o, len - o,
+           "%srank %d's connection closed after rank %d's bootstrap connection had, so rank "
+           "%d is taken as the first to fail",
+           o ? "; " : "", nt->suspect, pred, pred);
+  nt->suspect = pred;
+}
+
 /* Ends the run with a failure blamed on nt.suspect and tells the ring.
  * Notices only come from the ring predecessor and are forwarded to the
  * successor, so every rank learns what upstream ranks found. */
@@ -177,6 +199,7 @@ loomResult_t loom_engine_fail(struct loom_engine_task *r, struct loom_notice nt,
   char detail[512] = "";
   if (detail_in != NULL) /* it may be the last-error buffer we overwrite below */
     snprintf(detail, sizeof detail, "%s", detail_in);
+  prefer_closed_predecessor(r, &nt, detail, sizeof detail);
   int own = nt.reporter == e->rank;
   struct wait_graph g = {
       .waits_on = malloc(sizeof(int) * (size_t)e->nranks), .n = e->nranks, .me = e->rank};

@@ -485,9 +485,9 @@ LOOM_API loomResult_t loomLaunchHostFunc(loomStream_t stream,
  * allocation, or buffers of two devices in one call: loomInvalidArgument. */
 
 /* Device memory.  loomDeviceHost: pinned host memory that the node's
- * other ranks can map, so that with LOOM_HOST_IPC_MIN set, a collective
- * of that many bytes or more on such buffers reads and writes the peers'
- * buffers directly (docs/environment.md). */
+ * other ranks can map, so that a collective of LOOM_HOST_IPC_MIN bytes or
+ * more on such buffers reads and writes the peers' buffers directly
+ * (docs/environment.md). */
 LOOM_API loomResult_t loomMemAlloc(void **ptr, size_t bytes, loomDevice_t device);
 /* Frees what loomMemAlloc returned; anything else: loomInvalidArgument. */
 LOOM_API loomResult_t loomMemFree(void *ptr);

@@ -24,6 +24,8 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <unistd.h>
 
 static int ipc_collective(enum loom_coll coll) {
   return coll == LOOM_COLL_ALLREDUCE || coll == LOOM_COLL_ALLGATHER ||
@@ -97,6 +99,11 @@ static int host_mappable(const void *p) {
   return p == NULL || loom_device_host_ops.classify(p, &base, &size);
 }
 
+/* Whether the node's other ranks can open this process's memfds through
+ * /proc/PID/fd: the kernel lets a process of the same user do so while
+ * this one is dumpable (not after setuid, or PR_SET_DUMPABLE 0). */
+static int peers_can_open(void) { return prctl(PR_GET_DUMPABLE) == 1; }
+
 static int is_host(const void *p) {
   const struct loom_device_ops *ops;
   uintptr_t base;
@@ -163,6 +170,7 @@ static loomResult_t make_record(struct loom_ipc_run *r, struct loom_ipc_state *s
   rec->op = (int32_t)c->base_op;
   rec->root = c->coll == LOOM_COLL_BROADCAST || c->coll == LOOM_COLL_REDUCE ? c->root : -1;
   rec->count = c->count;
+  rec->uid = (uint32_t)getuid();
   const void *send;
   void *recv;
   used_buffers(c, &send, &recv);
@@ -171,7 +179,7 @@ static loomResult_t make_record(struct loom_ipc_run *r, struct loom_ipc_state *s
    * process that never called loomMemAlloc has none to share (and its
    * calls' spans, which used_buffers reads, were never worked out). */
   rec->direct = !on_host(r) || (loom_device_active() && host_mappable(send) &&
-                                host_mappable(recv));
+                                host_mappable(recv) && peers_can_open());
   if (!rec->direct)
     return loomSuccess;
   LOOM_CHECK(host_to_scratch(r, st, &send, &recv));
@@ -241,10 +249,11 @@ static loomResult_t check_records(loomComm_t comm, const struct loom_ipc_run *r)
   return loomSuccess;
 }
 
-/* Every rank's buffers can be mapped (a device call's always can). */
+/* Every rank's buffers can be mapped (a device call's always can), by
+ * every other rank: on the host, all of one user. */
 static int all_direct(loomComm_t comm, const struct loom_ipc_run *r) {
   for (int q = 0; q < comm->nranks; q++)
-    if (!r->recs[q].direct)
+    if (!r->recs[q].direct || (on_host(r) && r->recs[q].uid != r->recs[0].uid))
       return 0;
   return 1;
 }
@@ -391,13 +400,15 @@ loomResult_t loom_ipc_continue(loomComm_t comm, struct loom_ipc_run *r, struct l
   struct loom_ipc_state *st = r->st;
   if (r->phase == 0) {
     LOOM_CHECK(check_records(comm, r));
+    int direct = all_direct(comm, r);
     if (on_host(r))
-      host_ipc_back_off(comm, all_direct(comm, r));
-    if (!all_direct(comm, r)) {
+      host_ipc_back_off(comm, direct);
+    if (!direct) {
       r->fallback = 1;
-      LOOM_TRACE(LOOM_LOG_COLL, "%s count %zu %s: host buffers not all from loomMemAlloc: "
-                 "through the transports", loom_coll_name(r->c->coll), r->c->count,
-                 loom_datatype_name(r->c->datatype));
+      LOOM_TRACE(LOOM_LOG_COLL,
+                 "%s count %zu %s: host buffers not all from loomMemAlloc: through the "
+                 "transports (or not all ranks' memory can be opened by every rank)",
+                 loom_coll_name(r->c->coll), r->c->count, loom_datatype_name(r->c->datatype));
       return loomSuccess;
     }
     loom_ipc_next_call(st);

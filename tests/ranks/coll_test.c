@@ -8,7 +8,7 @@
  * are untouched.  Run under loomrun.
  *
  *   coll_test [-c collectives] [-s sizes] [-t types] [-o ops] [-r repeat]
- *             [-d host|sim|cuda [-S 1]]
+ *             [-d host|sim|cuda [-S 1]] [-D 0]
  *
  * collectives: comma list of allreduce, allgather, reducescatter,
  *   broadcast, reduce, alltoall, alltoallv, gather, scatter, sendrecv,
@@ -23,6 +23,8 @@
  * -d: every buffer lives in that device's memory (loomMemAlloc; devbuf.h);
  *   -S 1: every call is queued on a stream of that device, between an
  *   upload and a download queued on it too, with no host sync between.
+ * -D 0: the process makes itself not dumpable (PR_SET_DUMPABLE), so other
+ *   processes of its user cannot open its files through /proc.
  */
 #include "core/config.h"
 #include "device/reduce.h"
@@ -33,6 +35,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -827,6 +830,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "-r") == 0) repeat = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "-d") == 0) device = argv[i + 1];
     else if (strcmp(argv[i], "-S") == 0) use_stream = atoi(argv[i + 1]);
+    else if (strcmp(argv[i], "-D") == 0) prctl(PR_SET_DUMPABLE, atoi(argv[i + 1]));
     else { fprintf(stderr, "coll_test: unknown option %s\n", argv[i]); return 2; }
   }
   if (strcmp(colls, "both") == 0)

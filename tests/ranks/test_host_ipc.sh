@@ -6,7 +6,8 @@
 # stream, and past several 64 KiB pieces with avg; the path is the one
 # traced; a rank with malloc'd buffers makes every rank take the usual
 # path, with right results, and the handshakes back off; ranks disagreeing on LOOM_HOST_IPC_MIN are
-# named; below LOOM_HOST_IPC_MIN, and by default (0), nothing changes.
+# named; below LOOM_HOST_IPC_MIN (256 KiB by default) and with 0 nothing
+# changes; a rank that is not dumpable makes every rank take the usual path.
 . "$(dirname "$0")/lib.sh"
 CT="$TESTBIN/ranks/coll_test"
 light=${LOOM_TEST_LIGHT:-0}
@@ -31,18 +32,28 @@ LOOM_HOST_IPC_MIN=1 LOOM_DEBUG=TRACE LOOM_DEBUG_SUBSYS=COLL run_ranks 2 60 "$CT"
   -c allreduce,allgather -s 7 -t int32 -o sum
 expect_count "allreduce count 7 int32: host IPC" 4 "loomMemAlloc buffers: all-reduce goes through host IPC"
 expect_count "allgather count 7 int32: host IPC" 4 "loomMemAlloc buffers: all-gather goes through host IPC"
-# ... not below LOOM_HOST_IPC_MIN (256 KiB here) ...
-LOOM_HOST_IPC_MIN=256K LOOM_DEBUG=TRACE LOOM_DEBUG_SUBSYS=COLL run_ranks 2 60 "$CT" -d host \
-  -c allreduce -s 7,65535 -t float32 -o sum
-expect_count "host IPC\|through the transports" 0 "below LOOM_HOST_IPC_MIN: no handshake"
-# ... from it (65536 float32 = 256 KiB) ...
-LOOM_HOST_IPC_MIN=256K LOOM_DEBUG=TRACE LOOM_DEBUG_SUBSYS=COLL run_ranks 2 60 "$CT" -d host \
-  -c allreduce -s 65536 -t float32 -o sum
-expect_count "allreduce count 65536 float32: host IPC" 4 "from LOOM_HOST_IPC_MIN (256 KiB): host IPC"
-# ... and never by default (0: off).
-LOOM_DEBUG=TRACE LOOM_DEBUG_SUBSYS=COLL run_ranks 2 60 "$CT" -d host -c allreduce -s 7,1M \
+# ... not below LOOM_HOST_IPC_MIN (256 KiB by default) ...
+LOOM_DEBUG=TRACE LOOM_DEBUG_SUBSYS=COLL run_ranks 2 60 "$CT" -d host -c allreduce -s 7,65535 \
   -t float32 -o sum
-expect_count "host IPC\|through the transports" 0 "LOOM_HOST_IPC_MIN unset: no handshake"
+expect_count "host IPC\|through the transports" 0 "below the default LOOM_HOST_IPC_MIN: no handshake"
+# ... from it (65536 float32 = 256 KiB) ...
+LOOM_DEBUG=TRACE LOOM_DEBUG_SUBSYS=COLL run_ranks 2 60 "$CT" -d host -c allreduce -s 65536 \
+  -t float32 -o sum
+expect_count "allreduce count 65536 float32: host IPC" 4 "from the default LOOM_HOST_IPC_MIN (256 KiB): host IPC"
+# ... and never with 0.
+LOOM_HOST_IPC_MIN=0 LOOM_DEBUG=TRACE LOOM_DEBUG_SUBSYS=COLL run_ranks 2 60 "$CT" -d host \
+  -c allreduce -s 7,1M -t float32 -o sum
+expect_count "host IPC\|through the transports" 0 "LOOM_HOST_IPC_MIN=0: no handshake"
+# A rank that is not dumpable: the peers could not open its memory through
+# /proc (root could, so only the fallback's trace tells), so every rank
+# takes the usual path.
+LOOM_HOST_IPC_MIN=1 LOOM_DEBUG=TRACE LOOM_DEBUG_SUBSYS=COLL run_ranks 2 60 \
+  sh -c 'exec "$0" "$@" -D "$((LOOM_RANK != 1))"' "$CT" -d host -c allreduce,allgather -s 7 \
+  -t int32 -o sum
+expect_count "cases passed" 2 "rank 1 not dumpable: right results"
+expect_count "allreduce count 7 int32: host buffers not all from loomMemAlloc: through the transports" 4 \
+  "rank 1 not dumpable: every rank takes the usual path"
+expect_count ": host IPC$" 0 "rank 1 not dumpable: no rank through host IPC"
 # ... and when one rank's buffers are malloc'd, every rank goes the usual
 # way after the handshake.
 for n in 2 3; do

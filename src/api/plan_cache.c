@@ -7,6 +7,7 @@
 #include "api/plan_cache.h"
 
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 static int same_key(const struct loom_plan_key *a, const struct loom_plan_key *b) {
@@ -22,7 +23,8 @@ const char *loom_plan_cache_get(struct loom_plan_cache *pc, const struct loom_pl
       continue;
     struct loom_step *steps = out->steps;
     int cap = out->cap;
-    *out = e->sched;
+    /* all but the sink (schedule.c: the last member, cleared when used) */
+    memcpy(out, &e->sched, offsetof(struct loom_schedule, sink));
     out->steps = steps;
     out->cap = cap;
     if (e->sched.nsteps > 0) /* a 1-rank call has none, and maybe no array */

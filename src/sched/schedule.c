@@ -6,10 +6,20 @@
  */
 #include "sched/schedule.h"
 
+#include <stddef.h>
 #include <string.h>
 
+/* The sink is cleared when used, so only what precedes it is reset, by a
+ * copy of an empty schedule, which the compiler inlines as a few vector
+ * moves: a memset of the whole struct became a `rep stos` that cost about
+ * 10 % of a one-rank 8-byte all-reduce (every call plans). */
+_Static_assert(offsetof(struct loom_schedule, sink) + sizeof(struct loom_step) ==
+                   sizeof(struct loom_schedule),
+               "the sink must be the schedule's last member");
+static const struct loom_schedule empty_schedule;
+
 void loom_sched_init(struct loom_schedule *s, struct loom_step *steps, int cap) {
-  memset(s, 0, sizeof *s);
+  memcpy(s, &empty_schedule, offsetof(struct loom_schedule, sink));
   s->steps = steps;
   s->cap = cap;
 }

@@ -267,7 +267,7 @@ loomResult_t loom_execute_batches(struct loom_batch *bs, int n) {
 
 /* One call, not a send or receive (the path of every blocking collective):
  * posted and waited for here, without the batch's bookkeeping. */
-static loomResult_t execute_single(loomComm_t comm, const struct loom_call *c) {
+loomResult_t loom_execute_single(loomComm_t comm, const struct loom_call *c) {
   pthread_mutex_lock(&comm->op_lock);
   int caller_rank = loom_log_get_rank();
   if (caller_rank != comm->rank)
@@ -293,9 +293,13 @@ static loomResult_t execute_single(loomComm_t comm, const struct loom_call *c) {
   return res;
 }
 
+int loom_execute_is_single(const struct loom_call *c) {
+  return c->coll != LOOM_COLL_SENDRECV && !loom_ipc_wants(c);
+}
+
 loomResult_t loom_execute(loomComm_t comm, struct loom_call *calls, int ncalls) {
-  if (ncalls == 1 && calls[0].coll != LOOM_COLL_SENDRECV && !loom_ipc_wants(&calls[0]))
-    return execute_single(comm, &calls[0]);
+  if (ncalls == 1 && loom_execute_is_single(&calls[0]))
+    return loom_execute_single(comm, &calls[0]);
   for (int i = 0; i < ncalls; i++)
     if (calls[i].trace_at_plan) { /* recorded queued, marked started when posted */
       calls[i].trace_at_plan = 0;

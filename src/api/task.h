@@ -137,6 +137,12 @@ struct loom_batch {
 loomResult_t loom_execute_batches(struct loom_batch *bs, int n);
 /* One batch of calls on comm. */
 loomResult_t loom_execute(loomComm_t comm, struct loom_call *calls, int ncalls);
+/* Whether loom_execute runs the one host call c under comm's op_lock from
+ * its first use of the communicator to its last: not a send or receive,
+ * not through host IPC (whose phases are separate tasks). */
+int loom_execute_is_single(const struct loom_call *c);
+/* Runs such a call (loom_execute does when it is alone). */
+loomResult_t loom_execute_single(loomComm_t comm, const struct loom_call *c);
 
 /* Queues calls of one communicator on `stream` as one task (taking
  * ownership of the array and the calls' arrays). */

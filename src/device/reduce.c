@@ -57,27 +57,6 @@
 
 /* ---- Names and sizes ----------------------------------------------------- */
 
-size_t loom_datatype_size(loomDataType_t dt) {
-  switch (dt) {
-  case loomInt8:
-  case loomUint8:
-    return 1;
-  case loomFloat16:
-  case loomBfloat16:
-    return 2;
-  case loomInt32:
-  case loomUint32:
-  case loomFloat32:
-    return 4;
-  case loomInt64:
-  case loomUint64:
-  case loomFloat64:
-    return 8;
-  default:
-    return 0;
-  }
-}
-
 const char *loom_datatype_name(loomDataType_t dt) {
   switch (dt) {
   case loomInt8:

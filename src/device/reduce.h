@@ -25,8 +25,28 @@
 extern "C" {
 #endif
 
-/* Size in bytes of one element of `dt`; 0 when dt is not a valid type. */
-size_t loom_datatype_size(loomDataType_t dt);
+/* Size in bytes of one element of `dt`; 0 when dt is not a valid type.
+ * Inline: a small call reads it several times. */
+static inline size_t loom_datatype_size(loomDataType_t dt) {
+  switch (dt) {
+  case loomInt8:
+  case loomUint8:
+    return 1;
+  case loomFloat16:
+  case loomBfloat16:
+    return 2;
+  case loomInt32:
+  case loomUint32:
+  case loomFloat32:
+    return 4;
+  case loomInt64:
+  case loomUint64:
+  case loomFloat64:
+    return 8;
+  default:
+    return 0;
+  }
+}
 
 /* "int8", "uint8", "int32", "uint32", "int64", "uint64", "float16",
  * "float32", "float64", "bfloat16"; "invalid" for anything else. */

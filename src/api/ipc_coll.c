@@ -25,6 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static int ipc_collective(enum loom_coll coll) {
@@ -101,8 +102,16 @@ static int host_mappable(const void *p) {
 
 /* Whether the node's other ranks can open this process's memfds through
  * /proc/PID/fd: the kernel lets a process of the same user do so while
- * this one is dumpable (not after setuid, or PR_SET_DUMPABLE 0). */
+ * this one is dumpable (not after setuid, or PR_SET_DUMPABLE 0), and
+ * where the PID means the same process (all_direct: one PID namespace). */
 static int peers_can_open(void) { return prctl(PR_GET_DUMPABLE) == 1; }
+
+/* This process's PID namespace (the inode of /proc/self/ns/pid); 0 when
+ * /proc cannot tell, and then no peer can open its memfds either. */
+static uint64_t pid_namespace(void) {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
+}
 
 static int is_host(const void *p) {
   const struct loom_device_ops *ops;
@@ -171,6 +180,7 @@ static loomResult_t make_record(struct loom_ipc_run *r, struct loom_ipc_state *s
   rec->root = c->coll == LOOM_COLL_BROADCAST || c->coll == LOOM_COLL_REDUCE ? c->root : -1;
   rec->count = c->count;
   rec->uid = (uint32_t)getuid();
+  rec->pidns = pid_namespace();
   const void *send;
   void *recv;
   used_buffers(c, &send, &recv);
@@ -179,7 +189,7 @@ static loomResult_t make_record(struct loom_ipc_run *r, struct loom_ipc_state *s
    * process that never called loomMemAlloc has none to share (and its
    * calls' spans, which used_buffers reads, were never worked out). */
   rec->direct = !on_host(r) || (loom_device_active() && host_mappable(send) &&
-                                host_mappable(recv) && peers_can_open());
+                                host_mappable(recv) && peers_can_open() && rec->pidns != 0);
   if (!rec->direct)
     return loomSuccess;
   LOOM_CHECK(host_to_scratch(r, st, &send, &recv));
@@ -250,11 +260,14 @@ static loomResult_t check_records(loomComm_t comm, const struct loom_ipc_run *r)
 }
 
 /* Every rank's buffers can be mapped (a device call's always can), by
- * every other rank: on the host, all of one user. */
+ * every other rank: on the host, all of one user and one PID namespace. */
 static int all_direct(loomComm_t comm, const struct loom_ipc_run *r) {
-  for (int q = 0; q < comm->nranks; q++)
-    if (!r->recs[q].direct || (on_host(r) && r->recs[q].uid != r->recs[0].uid))
+  const struct loom_ipc_rec *first = &r->recs[0];
+  for (int q = 0; q < comm->nranks; q++) {
+    const struct loom_ipc_rec *x = &r->recs[q];
+    if (!x->direct || (on_host(r) && (x->uid != first->uid || x->pidns != first->pidns)))
       return 0;
+  }
   return 1;
 }
 

@@ -9,10 +9,19 @@
 
 static __thread char last_error[1024];
 
+/* Formats into the last error through a copy: an argument may be the last
+ * error itself (loom_error(res, subsys, "%s", loom_last_error()) passing
+ * on a recorded error), which formatting in place would lose. */
+static void record(const char *fmt, va_list ap) {
+  char text[sizeof last_error];
+  vsnprintf(text, sizeof text, fmt, ap);
+  memcpy(last_error, text, sizeof text);
+}
+
 loomResult_t loom_error(loomResult_t code, int subsys, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  record(fmt, ap);
   va_end(ap);
   LOOM_WARN(subsys, "%s: %s", loomGetErrorString(code), last_error);
   return code;
@@ -27,7 +36,7 @@ loomResult_t loom_check_errnum(int err, int subsys, const char *what) {
 loomResult_t loom_error_record(loomResult_t code, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(last_error, sizeof last_error, fmt, ap);
+  record(fmt, ap);
   va_end(ap);
   return code;
 }
@@ -35,7 +44,8 @@ loomResult_t loom_error_record(loomResult_t code, const char *fmt, ...) {
 const char *loom_last_error(void) { return last_error; }
 void loom_clear_last_error(void) { last_error[0] = '\0'; }
 void loom_set_last_error(const char *text) {
-  snprintf(last_error, sizeof last_error, "%s", text);
+  if (text != last_error)
+    snprintf(last_error, sizeof last_error, "%s", text);
 }
 
 const char *loomGetErrorString(loomResult_t result) {

@@ -7,7 +7,8 @@
 # traced; a rank with malloc'd buffers makes every rank take the usual
 # path, with right results, and the handshakes back off; ranks disagreeing on LOOM_HOST_IPC_MIN are
 # named; below LOOM_HOST_IPC_MIN (256 KiB by default) and with 0 nothing
-# changes; a rank that is not dumpable makes every rank take the usual path.
+# changes; a rank that is not dumpable, or in another PID namespace, makes
+# every rank take the usual path.
 . "$(dirname "$0")/lib.sh"
 CT="$TESTBIN/ranks/coll_test"
 light=${LOOM_TEST_LIGHT:-0}
@@ -54,6 +55,21 @@ expect_count "cases passed" 2 "rank 1 not dumpable: right results"
 expect_count "allreduce count 7 int32: host buffers not all from loomMemAlloc: through the transports" 4 \
   "rank 1 not dumpable: every rank takes the usual path"
 expect_count ": host IPC$" 0 "rank 1 not dumpable: no rank through host IPC"
+# A rank in another PID namespace (a container sharing the host's
+# /dev/shm): the peers could not open its memory through /proc/PID, so
+# every rank takes the usual path; its shared-memory segment is not taken
+# for a dead pid's (shm_segment.c).
+if unshare --pid --fork --mount-proc true 2>/dev/null; then
+  LOOM_DEBUG=TRACE LOOM_DEBUG_SUBSYS=COLL run_ranks 2 60 \
+    sh -c 'if [ "$LOOM_RANK" = 1 ]; then exec unshare --pid --fork --mount-proc "$0" "$@"; else exec "$0" "$@"; fi' \
+    "$CT" -d host -c allreduce,allgather -s 1M -t float32 -o sum
+  expect_count "cases passed" 2 "rank 1 in another PID namespace: right results"
+  expect_count "host buffers not all from loomMemAlloc: through the transports" 6 \
+    "rank 1 in another PID namespace: every rank takes the usual path"
+  expect_count ": host IPC$" 0 "rank 1 in another PID namespace: no rank through host IPC"
+else
+  echo "# skipped: unshare --pid --fork --mount-proc is not allowed here"
+fi
 # ... and when one rank's buffers are malloc'd, every rank goes the usual
 # way after the handshake.
 for n in 2 3; do

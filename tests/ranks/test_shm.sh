@@ -37,6 +37,21 @@ else
   fail "stale segment $stale: still there or not logged"; rm -f "$stale"
 fi
 
+# ... but not one a live process holds (its creator's flock): a pid that
+# does not run here may run in another PID namespace sharing /dev/shm.
+sh -c 'exit 0' & gone=$!; wait $gone
+held=/dev/shm/loom-$gone-0000beef
+: > "$held"
+flock -s "$held" sleep 60 & holder=$!
+sleep 0.2
+LOOM_DEBUG=INFO run_ranks 2 120 "$CT" -s 1 -t int8 -o sum
+if [ -e "$held" ] && printf '%s\n' "$out" | grep -q "kept /loom-$gone-0000beef"; then
+  pass "a segment of an unseen pid $gone that a live process holds is kept, and logged"
+else
+  fail "segment $held held by pid $holder: removed or not logged"
+fi
+kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null; rm -f "$held"
+
 # /dev/shm too small even for the smallest FIFOs: a clear error naming the
 # size and what to do.  Then the FIFOs shrinking to fit (LOOM_SHM_NODE_BYTES
 # and half of /dev/shm, shm_layout.c): 8 ranks through a whole sweep to

@@ -83,6 +83,10 @@ struct shm_seg {
   void *base;
   size_t bytes;
   int unlinked;
+  /* The creator's descriptor, holding a shared flock until the segment is
+   * unlinked, so that a process that cannot see the creator's pid (another
+   * PID namespace) knows it is not stale; 0: none. */
+  int lock_fd;
 };
 
 /* shm.c: struct loom_peek_ops over a shm connection */

@@ -1,7 +1,10 @@
 /*
  * shm_segment.c — creating, mapping and removing the shared-memory
  * segments of the shm transport.  Names are /loom-<pid>-<random>, so a
- * segment left by a killed rank can be recognised and removed.
+ * segment left by a killed rank can be recognised and removed; its
+ * creator holds a shared flock on it until it unlinks it, because a pid
+ * that does not run here may run in another PID namespace sharing
+ * /dev/shm (containers with the host's IPC), where the segment is live.
  */
 #include "shm.h"
 #include "core/error.h"
@@ -13,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -35,6 +39,27 @@ struct shm_cell_hdr *shm_cell(const struct shm_seg *seg, uint32_t fifo, uint64_t
   const struct shm_seg_hdr *h = seg->base;
   char *cells = (char *)shm_fifo_ctl(seg, fifo) + SHM_LINE;
   return (struct shm_cell_hdr *)(cells + (size_t)(index % h->cells) * h->cell_bytes);
+}
+
+/* Keeps fd, whose shared flock marks the segment in use, open; returns
+ * it, moved above the standard descriptors so that 0 can mean none, or 0
+ * (and closes it) where it is not locked: the segment then relies on its
+ * pid alone. */
+static int keep_lock(int fd, int locked) {
+  int held = !locked ? -1 : fd > 2 ? fd : fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  if (held != fd)
+    close(fd);
+  return held < 0 ? 0 : held;
+}
+
+/* Whether a live process holds segment `name` (its creator's flock). */
+static int held_in_use(const char *name) {
+  int fd = shm_open(name, O_RDONLY, 0);
+  if (fd < 0)
+    return errno != ENOENT; /* not ours to open: not ours to remove */
+  int busy = flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  close(fd);
+  return busy;
 }
 
 /* Each of the host's nfifos ranks makes a segment of `bytes`. */
@@ -67,6 +92,7 @@ loomResult_t shm_seg_create(struct shm_seg *seg, uint32_t nfifos, uint32_t cells
     return loom_error(loomSystemError, LOOM_LOG_NET,
                       "shm: rank %d cannot create %s: %s (set LOOM_SHM_DISABLE=1 to use TCP)",
                       rank, seg->name, strerror(errno));
+  int locked = flock(fd, LOCK_SH | LOCK_NB) == 0; /* in use, before anything else */
   /* posix_fallocate reserves the pages now: a full /dev/shm fails here, not
    * with SIGBUS at the first write. */
   int err = ftruncate(fd, (off_t)bytes) != 0 ? errno : posix_fallocate(fd, 0, (off_t)bytes);
@@ -77,7 +103,10 @@ loomResult_t shm_seg_create(struct shm_seg *seg, uint32_t nfifos, uint32_t cells
       seg->base = NULL;
     }
   }
-  close(fd);
+  if (err == 0)
+    seg->lock_fd = keep_lock(fd, locked);
+  else
+    close(fd);
   if (err != 0) {
     shm_unlink(seg->name);
     return loom_error(loomSystemError, LOOM_LOG_NET,
@@ -134,6 +163,9 @@ void shm_seg_unlink(struct shm_seg *seg) {
     shm_unlink(seg->name);
     seg->unlinked = 1;
   }
+  if (seg->lock_fd > 0)
+    close(seg->lock_fd);
+  seg->lock_fd = 0;
 }
 
 #ifndef MADV_POPULATE_WRITE
@@ -179,6 +211,11 @@ void shm_seg_remove_stale(void) {
       continue; /* its creator runs (or is not ours to judge) */
     char name[SHM_NAME_BYTES + 2];
     snprintf(name, sizeof name, "/%.*s", SHM_NAME_BYTES - 1, ent->d_name);
+    if (held_in_use(name)) {
+      LOOM_INFO(LOOM_LOG_NET, "shm: kept %s: no pid %d runs here, but a process holds it "
+                "(its creator in another PID namespace?)", name, pid);
+      continue;
+    }
     if (shm_unlink(name) == 0)
       LOOM_INFO(LOOM_LOG_NET, "shm: removed %s, left by pid %d which no longer runs", name,
                 pid);

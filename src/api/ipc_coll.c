@@ -18,6 +18,7 @@
 #include "api/ipc_coll.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/procid.h"
 #include "device/reduce.h"
 #include "engine/fingerprint.h"
 #include "stream/stream.h"
@@ -25,7 +26,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 static int ipc_collective(enum loom_coll coll) {
@@ -106,12 +106,6 @@ static int host_mappable(const void *p) {
  * where the PID means the same process (all_direct: one PID namespace). */
 static int peers_can_open(void) { return prctl(PR_GET_DUMPABLE) == 1; }
 
-/* This process's PID namespace (the inode of /proc/self/ns/pid); 0 when
- * /proc cannot tell, and then no peer can open its memfds either. */
-static uint64_t pid_namespace(void) {
-  struct stat st;
-  return stat("/proc/self/ns/pid", &st) == 0 ? (uint64_t)st.st_ino : 0;
-}
 
 static int is_host(const void *p) {
   const struct loom_device_ops *ops;
@@ -180,7 +174,7 @@ static loomResult_t make_record(struct loom_ipc_run *r, struct loom_ipc_state *s
   rec->root = c->coll == LOOM_COLL_BROADCAST || c->coll == LOOM_COLL_REDUCE ? c->root : -1;
   rec->count = c->count;
   rec->uid = (uint32_t)getuid();
-  rec->pidns = pid_namespace();
+  rec->pidns = loom_pid_namespace();
   const void *send;
   void *recv;
   used_buffers(c, &send, &recv);

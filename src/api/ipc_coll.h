@@ -39,7 +39,7 @@ struct loom_ipc_rec {
   int32_t device, coll, datatype, op, root;
   int32_t direct;           /* 1: its buffers can be mapped (host: loomMemAlloc's) */
   uint32_t uid;             /* host: peers of another user cannot open its memfds */
-  uint64_t pidns;           /* host: nor peers in another PID namespace (its inode) */
+  uint32_t pidns;           /* host: nor peers in another PID namespace (core/procid.h) */
   uint64_t count;
   uint64_t send_ptr, recv_ptr;  /* as the rank sees them (0: not used by it) */
   uint64_t send_off, recv_off;  /* offsets in the handles' allocations */

@@ -8,7 +8,7 @@
  * are untouched.  Run under loomrun.
  *
  *   coll_test [-c collectives] [-s sizes] [-t types] [-o ops] [-r repeat]
- *             [-d host|sim|cuda [-S 1]] [-D 0]
+ *             [-d host|sim|cuda [-S 1]] [-D 0] [-P ms]
  *
  * collectives: comma list of allreduce, allgather, reducescatter,
  *   broadcast, reduce, alltoall, alltoallv, gather, scatter, sendrecv,
@@ -25,6 +25,8 @@
  *   upload and a download queued on it too, with no host sync between.
  * -D 0: the process makes itself not dumpable (PR_SET_DUMPABLE), so other
  *   processes of its user cannot open its files through /proc.
+ * -P ms: the last rank pauses that long before each repetition's calls (a
+ *   slow peer the others wait on).
  */
 #include "core/config.h"
 #include "device/reduce.h"
@@ -819,7 +821,7 @@ static int roots(int *out) {
 int main(int argc, char **argv) {
   const char *colls = "all", *types = "all", *ops = "all";
   const char *sizes_text = "0,1,2,3,7,8,13,31,100,1021,4099,65537";
-  int repeat = 1, use_stream = 0;
+  int repeat = 1, use_stream = 0, pause_ms = 0;
   const char *device = NULL;
   for (int i = 1; i < argc; i += 2) {
     if (i + 1 >= argc) { fprintf(stderr, "coll_test: %s needs a value\n", argv[i]); return 2; }
@@ -831,6 +833,7 @@ int main(int argc, char **argv) {
     else if (strcmp(argv[i], "-d") == 0) device = argv[i + 1];
     else if (strcmp(argv[i], "-S") == 0) use_stream = atoi(argv[i + 1]);
     else if (strcmp(argv[i], "-D") == 0) prctl(PR_SET_DUMPABLE, atoi(argv[i + 1]));
+    else if (strcmp(argv[i], "-P") == 0) pause_ms = atoi(argv[i + 1]);
     else { fprintf(stderr, "coll_test: unknown option %s\n", argv[i]); return 2; }
   }
   if (strcmp(colls, "both") == 0)
@@ -861,6 +864,8 @@ int main(int argc, char **argv) {
   int reduces = want_coll[C_ALLREDUCE] || want_coll[C_REDUCE] || want_coll[C_REDUCESCATTER];
 
   for (int rep = 0; rep < repeat; rep++) {
+    if (pause_ms > 0 && rank == nranks - 1)
+      usleep((useconds_t)pause_ms * 1000u);
     for (int d = 0; d < loomNumTypes; d++) {
       loomDataType_t dt = (loomDataType_t)d;
       if (!wanted(types, loom_datatype_name(dt)))

@@ -52,6 +52,27 @@ else
 fi
 kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null; rm -f "$held"
 
+# A peer in another PID namespace, whose pid does not run here (set with
+# ns_last_pid to one free in this namespace): it is not taken for dead
+# while the other waits on it (the liveness check by pid), and the single
+# copy stays off for it (process_vm_readv would read another process).
+if unshare --pid --fork --mount-proc true 2>/dev/null; then
+  far=$(($(cat /proc/sys/kernel/pid_max) - 1000))
+  while kill -0 "$far" 2>/dev/null; do far=$((far - 1)); done
+  # shellcheck disable=SC2016 # expanded by the ranks' shells
+  INNER='echo $((FAR - 1)) > /proc/sys/kernel/ns_last_pid &&
+    sh -c '"'"'echo "rank pid $$"; exec "$0" "$@"'"'"' "$0" "$@"' FAR=$far \
+    LOOM_SHM_CMA=1 LOOM_DEBUG=INFO run_ranks 2 60 sh -c \
+    'if [ "$LOOM_RANK" = 1 ]; then exec unshare --pid --fork --mount-proc sh -c "$INNER" "$0" "$@"; else exec "$0" "$@"; fi' \
+    "$CT" -c allreduce -s 7,65537 -t float32 -o sum -r 3 -P 300
+  expect_count "rank pid $far$" 1 "rank 1 runs as pid $far in its own PID namespace"
+  expect_count "cases passed" 2 "a peer in another PID namespace, 300 ms late 3 times: not taken for dead"
+  expect_count "single copy .*off, two copies - a peer in another PID namespace" 2 \
+    "a peer in another PID namespace: single copy off for it"
+else
+  echo "# skipped: unshare --pid --fork --mount-proc is not allowed here"
+fi
+
 # /dev/shm too small even for the smallest FIFOs: a clear error naming the
 # size and what to do.  Then the FIFOs shrinking to fit (LOOM_SHM_NODE_BYTES
 # and half of /dev/shm, shm_layout.c): 8 ranks through a whole sweep to

@@ -9,6 +9,7 @@
 #include "common/fifo.h"
 #include "common/msg_check.h"
 #include "core/error.h"
+#include "core/procid.h"
 #include "core/timeutil.h"
 
 #include "core/config.h"
@@ -37,7 +38,7 @@ static const volatile uint64_t shm_probe_word = SHM_PROBE_MAGIC;
 struct shm_conn {
   struct shm_ctx *ctx;
   int peer;
-  pid_t pid;
+  pid_t pid; /* 0: in another PID namespace, not ours to check or read */
   struct shm_seg peer_seg; /* the peer's segment, holding our FIFO to it */
   uint32_t out_fifo, in_fifo;
   /* resolved once at connect: the FIFOs' control lines and first cells */
@@ -110,6 +111,8 @@ static loomResult_t shm_init(const struct loom_transport_comm *info, void **out,
   memcpy(addr, ctx->own.name, strlen(ctx->own.name));
   int32_t pid = (int32_t)getpid();
   memcpy((char *)addr + SHM_NAME_BYTES, &pid, sizeof pid);
+  uint32_t pid_ns = loom_pid_namespace();
+  memcpy((char *)addr + SHM_NAME_BYTES + 4, &pid_ns, sizeof pid_ns);
   uint64_t probe = (uint64_t)(uintptr_t)&shm_probe_word;
   memcpy((char *)addr + SHM_NAME_BYTES + 8, &probe, sizeof probe);
   LOOM_INFO(LOOM_LOG_NET,
@@ -158,6 +161,10 @@ static int cma_probe(pid_t pid, uint64_t addr, char *why, size_t len) {
     snprintf(why, len, "LOOM_SHM_CMA=0");
     return 0;
   }
+  if (pid == 0) {
+    snprintf(why, len, "a peer in another PID namespace");
+    return 0;
+  }
   uint64_t word = 0;
   struct iovec local = {.iov_base = &word, .iov_len = sizeof word};
   struct iovec remote = {.iov_base = (void *)(uintptr_t)addr, .iov_len = sizeof word};
@@ -193,11 +200,14 @@ static loomResult_t shm_connect(void *vctx, int npeers, const int *peers, const 
     memcpy(name, blob, SHM_NAME_BYTES);
     name[SHM_NAME_BYTES] = '\0';
     int32_t pid;
+    uint32_t pid_ns;
     memcpy(&pid, blob + SHM_NAME_BYTES, sizeof pid);
+    memcpy(&pid_ns, blob + SHM_NAME_BYTES + 4, sizeof pid_ns);
     memcpy(&c->probe_addr, blob + SHM_NAME_BYTES + 8, sizeof c->probe_addr);
     c->ctx = ctx;
     c->peer = p;
-    c->pid = (pid_t)pid;
+    /* 0 where its pid is not ours to use (another PID namespace) */
+    c->pid = loom_same_pid_namespace(pid_ns) ? (pid_t)pid : 0;
     c->out_fifo = (uint32_t)ctx->my_local;
     c->in_fifo = (uint32_t)ctx->local_index[p];
     c->ncells = ctx->layout.cells;
@@ -507,8 +517,9 @@ void loom_shm_consume(void *conn, struct loom_xfer *x) {
 static void check_alive(struct shm_ctx *ctx) {
   for (int i = 0; i < ctx->nopen; i++) {
     struct shm_conn *c = ctx->open[i];
-    if (c->failed == loomSuccess && (c->sendq.count || c->recvq.count || c->ackq.count) &&
-        kill(c->pid, 0) != 0 && errno == ESRCH) {
+    if (c->failed == loomSuccess && c->pid != 0 &&
+        (c->sendq.count || c->recvq.count || c->ackq.count) && kill(c->pid, 0) != 0 &&
+        errno == ESRCH) {
       char detail[64];
       snprintf(detail, sizeof detail, " (pid %d no longer runs)", (int)c->pid);
       fail_conn(c, loomRemoteError, "rank %d: rank %d's process exited%s", detail);

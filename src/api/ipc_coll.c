@@ -106,7 +106,6 @@ static int host_mappable(const void *p) {
  * where the PID means the same process (all_direct: one PID namespace). */
 static int peers_can_open(void) { return prctl(PR_GET_DUMPABLE) == 1; }
 
-
 static int is_host(const void *p) {
   const struct loom_device_ops *ops;
   uintptr_t base;

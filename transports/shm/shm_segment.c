@@ -103,17 +103,15 @@ loomResult_t shm_seg_create(struct shm_seg *seg, uint32_t nfifos, uint32_t cells
       seg->base = NULL;
     }
   }
-  if (err == 0)
-    seg->lock_fd = keep_lock(fd, locked);
-  else
-    close(fd);
   if (err != 0) {
+    close(fd);
     shm_unlink(seg->name);
     return loom_error(loomSystemError, LOOM_LOG_NET,
                       "shm: rank %d cannot size %s to %zu bytes: %s (is " SHM_DIR
                       " full? set LOOM_SHM_DISABLE=1 to use TCP)",
                       rank, seg->name, bytes, strerror(err));
   }
+  seg->lock_fd = keep_lock(fd, locked);
   seg->bytes = bytes;
   /* A new file reads as zeros (ftruncate, then posix_fallocate's pages):
    * no memset, which would touch every page of every FIFO at init. */

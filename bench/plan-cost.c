@@ -37,7 +37,7 @@ int main(void) {
       algo = loom_plan(&a, &s);
     }
     double planned = (now_ns() - t0) / CALLS;
-    struct loom_plan_key key = {LOOM_COLL_ALLREDUCE, -1, 2, 4};
+    struct loom_plan_key key = loom_plan_key_make(LOOM_COLL_ALLREDUCE, -1, 2, 4);
     loom_plan_cache_put(&pc, &key, algo, &s);
     t0 = now_ns();
     for (int k = 0; k < CALLS; k++) {

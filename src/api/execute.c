@@ -90,7 +90,7 @@ static const char *plan_call(loomComm_t comm, const struct loom_call *c, enum lo
                              size_t count, size_t esize, struct loom_posted *p) {
   int n = comm->nranks;
   loom_sched_init(&p->sched, comm->sched_steps, comm->sched_cap);
-  struct loom_plan_key key = {.coll = coll, .root = c->root, .count = count, .elem_size = esize};
+  struct loom_plan_key key = loom_plan_key_make(coll, c->root, count, esize);
   int cacheable = c->v == NULL && c->coll != LOOM_COLL_ALLTOALL;
   uint64_t *note = NULL;
   const char *cached =

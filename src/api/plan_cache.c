@@ -11,8 +11,7 @@
 #include <string.h>
 
 static int same_key(const struct loom_plan_key *a, const struct loom_plan_key *b) {
-  return a->coll == b->coll && a->root == b->root && a->count == b->count &&
-         a->elem_size == b->elem_size;
+  return a->shape == b->shape && a->count == b->count && a->elem_size == b->elem_size;
 }
 
 const char *loom_plan_cache_get(struct loom_plan_cache *pc, const struct loom_plan_key *key,

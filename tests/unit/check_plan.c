@@ -519,11 +519,21 @@ END_TEST
 #define CACHE_STEPS LOOM_SCHED_MAX_STEPS(8)
 
 /* Plans coll for rank 1 of 5 ranks into s (steps of CACHE_STEPS). */
-static const char *plan_shape(const struct loom_plan_key *k, struct loom_schedule *s,
+struct shape {
+  enum loom_coll coll;
+  int root;
+  size_t count, elem_size;
+};
+
+static struct loom_plan_key key_of(struct shape h) {
+  return loom_plan_key_make(h.coll, h.root, h.count, h.elem_size);
+}
+
+static const char *plan_shape(struct shape h, struct loom_schedule *s,
                               struct loom_step *steps) {
   loom_sched_init(s, steps, CACHE_STEPS);
-  struct loom_plan_args a = {.coll = k->coll, .rank = 1, .nranks = 5, .root = k->root,
-                             .count = k->count, .elem_size = k->elem_size};
+  struct loom_plan_args a = {.coll = h.coll, .rank = 1, .nranks = 5, .root = h.root,
+                             .count = h.count, .elem_size = h.elem_size};
   return loom_plan(&a, s);
 }
 
@@ -533,22 +543,23 @@ START_TEST(plan_cache_hit_is_the_planned_schedule) {
   static struct loom_step planned[CACHE_STEPS], got[CACHE_STEPS];
   struct loom_plan_cache pc = {0};
   uint64_t *pp = NULL;
-  const struct loom_plan_key shapes[] = {
+  const struct shape shapes[] = {
       {LOOM_COLL_ALLREDUCE, -1, 3, 4},      {LOOM_COLL_ALLREDUCE, -1, 1 << 20, 4},
       {LOOM_COLL_BROADCAST, 2, 1000, 8},    {LOOM_COLL_ALLGATHER, -1, 4099, 2}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
     struct loom_schedule s, out;
-    const char *algo = plan_shape(&shapes[i], &s, planned);
+    const struct loom_plan_key key = key_of(shapes[i]);
+    const char *algo = plan_shape(shapes[i], &s, planned);
     ck_assert_ptr_nonnull(algo);
     ck_assert_int_gt(s.nsteps, 0);
     loom_sched_init(&out, got, CACHE_STEPS);
-    ck_assert_ptr_null(loom_plan_cache_get(&pc, &shapes[i], &out, &pp));
-    uint64_t *kept = loom_plan_cache_put(&pc, &shapes[i], algo, &s);
+    ck_assert_ptr_null(loom_plan_cache_get(&pc, &key, &out, &pp));
+    uint64_t *kept = loom_plan_cache_put(&pc, &key, algo, &s);
     ck_assert_ptr_nonnull(kept);
     ck_assert_uint_eq(*kept, 0);
     *kept = 100 + i; /* the caller's note comes back with every hit */
     memset(got, 0xa5, sizeof got);
-    ck_assert_str_eq(loom_plan_cache_get(&pc, &shapes[i], &out, &pp), algo);
+    ck_assert_str_eq(loom_plan_cache_get(&pc, &key, &out, &pp), algo);
     ck_assert_ptr_eq(pp, kept);
     ck_assert_uint_eq(*pp, 100 + i);
     ck_assert_ptr_eq(out.steps, got);
@@ -562,35 +573,51 @@ START_TEST(plan_cache_hit_is_the_planned_schedule) {
     /* a caller whose array is too small for it misses */
     struct loom_schedule small;
     loom_sched_init(&small, got, s.nsteps - 1);
-    ck_assert_ptr_null(loom_plan_cache_get(&pc, &shapes[i], &small, &pp));
+    ck_assert_ptr_null(loom_plan_cache_get(&pc, &key, &small, &pp));
   }
   /* every field of the key counts */
   struct loom_schedule out;
   loom_sched_init(&out, got, CACHE_STEPS);
-  struct loom_plan_key k = shapes[2];
-  k.root = 3;
+  struct shape h = shapes[2];
+  struct loom_plan_key k = key_of(h);
+  ck_assert_ptr_nonnull(loom_plan_cache_get(&pc, &k, &out, &pp));
+  h.root = 3;
+  k = key_of(h);
   ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out, &pp));
-  k = shapes[2];
-  k.elem_size = 4;
+  h = shapes[2];
+  h.elem_size = 4;
+  k = key_of(h);
   ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out, &pp));
-  k = shapes[0];
-  k.count = 4;
+  h = shapes[0];
+  h.count = 4;
+  k = key_of(h);
   ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out, &pp));
-  k = shapes[0];
-  k.coll = LOOM_COLL_REDUCESCATTER;
+  h = shapes[0];
+  h.coll = LOOM_COLL_REDUCESCATTER;
+  k = key_of(h);
+  ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out, &pp));
+  /* a root of -1 and a collective one apart do not alias in the word */
+  h = shapes[0];
+  h.coll = (enum loom_coll)(h.coll + 1);
+  h.root = 0;
+  k = key_of(h);
   ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out, &pp));
   /* a fifth shape replaces the oldest, the others stay */
   struct loom_schedule s;
-  struct loom_plan_key fifth = {LOOM_COLL_REDUCE, 0, 77, 4};
-  loom_plan_cache_put(&pc, &fifth, plan_shape(&fifth, &s, planned), &s);
-  ck_assert_ptr_nonnull(loom_plan_cache_get(&pc, &fifth, &out, &pp));
-  ck_assert_ptr_null(loom_plan_cache_get(&pc, &shapes[0], &out, &pp));
-  for (int i = 1; i < 4; i++)
-    ck_assert_ptr_nonnull(loom_plan_cache_get(&pc, &shapes[i], &out, &pp));
+  struct shape fifth = {LOOM_COLL_REDUCE, 0, 77, 4};
+  k = key_of(fifth);
+  loom_plan_cache_put(&pc, &k, plan_shape(fifth, &s, planned), &s);
+  ck_assert_ptr_nonnull(loom_plan_cache_get(&pc, &k, &out, &pp));
+  k = key_of(shapes[0]);
+  ck_assert_ptr_null(loom_plan_cache_get(&pc, &k, &out, &pp));
+  for (int i = 1; i < 4; i++) {
+    k = key_of(shapes[i]);
+    ck_assert_ptr_nonnull(loom_plan_cache_get(&pc, &k, &out, &pp));
+  }
   loom_plan_cache_free(&pc);
   /* a schedule of no steps (one rank) into an entry with no array yet,
    * and back into a caller's empty array */
-  struct loom_plan_key one = {LOOM_COLL_ALLREDUCE, -1, 8, 4};
+  struct loom_plan_key one = loom_plan_key_make(LOOM_COLL_ALLREDUCE, -1, 8, 4);
   struct loom_schedule none;
   loom_sched_init(&none, NULL, 0);
   loom_plan_cache_put(&pc, &one, "none", &none);

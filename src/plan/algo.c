@@ -20,7 +20,7 @@ int loom_algo_applies(enum loom_coll coll, enum loom_algo algo) {
     return algo == LOOM_ALGO_RING || algo == LOOM_ALGO_RD || algo == LOOM_ALGO_ONESHOT ||
            algo == LOOM_ALGO_HIER || algo == LOOM_ALGO_TREE || algo == LOOM_ALGO_RHD;
   case LOOM_COLL_ALLGATHER:
-    return algo == LOOM_ALGO_RING || algo == LOOM_ALGO_RD;
+    return algo == LOOM_ALGO_RING || algo == LOOM_ALGO_RD || algo == LOOM_ALGO_ONESHOT;
   case LOOM_COLL_REDUCESCATTER:
     return algo == LOOM_ALGO_RING;
   case LOOM_COLL_BROADCAST:

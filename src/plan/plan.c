@@ -42,6 +42,9 @@ static int oversubscribed(const struct loom_topo *t) {
   return t != NULL && t->hw != NULL && t->hw[0].cores > 0 && t->max_node_size > t->hw[0].cores;
 }
 
+/* Whether the call's ranks share one node (no topology: as in tests). */
+static int one_node(const struct loom_topo *t) { return t == NULL || t->nnodes == 1; }
+
 /* The tuner's ranking for a call: its choice first, then the others in
  * the order they suit this size (small: latency first; large: bandwidth
  * first).  Fills up to LOOM_ALGO_COUNT entries; returns how many. */
@@ -85,6 +88,9 @@ static int rank_algos(const struct loom_plan_args *a, size_t bytes, enum loom_al
     return k;
   }
   case LOOM_COLL_ALLGATHER:
+    if (n > 2 && n <= LOOM_PLAN_ONESHOT_MAX_RANKS && one_node(a->topo) &&
+        bytes * (size_t)n <= LOOM_PLAN_ONESHOT_GATHER_MAX_BYTES)
+      out[k++] = LOOM_ALGO_ONESHOT;
     if (pow2 && (bytes * (size_t)n <= LOOM_PLAN_RD_MAX_BYTES ||
                  (oversubscribed(a->topo) && bytes * (size_t)n <= LOOM_PLAN_OVERSUB_MAX_BYTES))) {
       out[k++] = LOOM_ALGO_RD;
@@ -93,6 +99,8 @@ static int rank_algos(const struct loom_plan_args *a, size_t bytes, enum loom_al
       out[k++] = LOOM_ALGO_RING;
       out[k++] = LOOM_ALGO_RD;
     }
+    if (k == 2)
+      out[k++] = LOOM_ALGO_ONESHOT;
     return k;
   case LOOM_COLL_BROADCAST:
   case LOOM_COLL_REDUCE:
@@ -223,6 +231,10 @@ static const char *build(const struct loom_plan_args *a, enum loom_algo algo,
     loom_ring_allreduce_ordered(r, n, order, a->count, s);
     return order ? "ring (by node)" : "ring";
   case LOOM_COLL_ALLGATHER:
+    if (algo == LOOM_ALGO_ONESHOT) {
+      loom_oneshot_allgather(r, n, a->count, s);
+      return "one-shot";
+    }
     if (algo == LOOM_ALGO_RD) {
       loom_rd_allgather(r, n, a->count, s);
       return "recursive doubling";

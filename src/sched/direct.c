@@ -1,8 +1,8 @@
 /*
  * direct.c — schedules where ranks exchange with every peer directly:
  * all-to-all(v) as a pairwise exchange, gather and scatter through the
- * root, the one-shot all-reduce.  No step waits on another, so every
- * message is posted at once.
+ * root, the one-shot all-reduce and all-gather.  No step waits on
+ * another, so every message is posted at once.
  */
 #include "sched/schedule.h"
 
@@ -108,4 +108,25 @@ void loom_oneshot_allreduce(int rank, int nranks, size_t count, struct loom_sche
   s->fold.nblocks = n;
   s->fold.self = rank;
   s->fold.finalize = 1;
+}
+
+void loom_oneshot_allgather(int rank, int nranks, size_t count, struct loom_schedule *s) {
+  loom_sched_reset(s);
+  s->copy.from_buf = LOOM_BUF_SEND;
+  s->copy.to_buf = LOOM_BUF_RECV;
+  s->copy.to_off = (size_t)rank * count;
+  s->copy.count = count;
+  /* The all-to-all's pairing: at step d, r sends to r+d, receives from r-d. */
+  for (int d = 1; d < nranks; d++) {
+    int to = (rank + d) % nranks, from = (rank - d + nranks) % nranks;
+    struct loom_step *p = loom_sched_add(s);
+    p->send_peer = to;
+    p->send_buf = LOOM_BUF_SEND;
+    p->send_count = count;
+    p->recv_peer = from;
+    p->recv_op = LOOM_RECV_COPY;
+    p->recv_buf = LOOM_BUF_RECV;
+    p->recv_off = (size_t)from * count;
+    p->recv_count = count;
+  }
 }

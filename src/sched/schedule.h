@@ -245,6 +245,11 @@ void loom_tree_reduce(int rank, int nranks, int root, size_t count, struct loom_
  * (struct loom_fold): one message latency instead of log2(n) or 2(n-1),
  * for (n-1) times the data; small messages only.  SCRATCH: (n-1)*count. */
 void loom_oneshot_allreduce(int rank, int nranks, size_t count, struct loom_schedule *s);
+/* One-shot all-gather: every rank sends its block to every peer at once
+ * (n-1 steps, none waiting), each received straight into its place in
+ * RECV: one message latency instead of log2(n) or n-1, for the ring's
+ * bytes per rank. */
+void loom_oneshot_allgather(int rank, int nranks, size_t count, struct loom_schedule *s);
 /* Pairwise exchange: step d sends block (r+d) to rank r+d and receives
  * block (r-d) from rank r-d.  counts/displs per peer, in elements. */
 void loom_direct_alltoallv(int rank, int nranks, const size_t *sendcounts,

@@ -69,6 +69,9 @@ expect_count "cases passed" 3 "LOOM_ALGO oneshot/ring/chain, 3 ranks"
 LOOM_ALGO=allreduce:oneshot LOOM_CHUNK_BYTES=4096 run_ranks 6 300 "$CT" -c allreduce \
   -s 1,1021,70001 -t bfloat16,int32,float64 -o sum,prod,min,avg
 expect_count "cases passed" 6 "LOOM_ALGO oneshot, 6 ranks"
+LOOM_ALGO=allgather:oneshot LOOM_CHUNK_BYTES=4096 run_ranks 5 300 "$CT" -c allgather \
+  -s 1,1021,70001 -t int8,float64 -o sum
+expect_count "cases passed" 5 "LOOM_ALGO allgather:oneshot, 5 ranks"
 LOOM_ALGO=ring,tree run_ranks 4 300 "$CT" -c allreduce,allgather,reducescatter,broadcast,reduce \
   -s 1,5,1021,262147 -t float32,int64 -o sum,max
 expect_count "cases passed" 4 "LOOM_ALGO ring/tree, 4 ranks"

@@ -64,6 +64,10 @@ START_TEST(parse_plain_applies_where_it_can) {
                     B(LOOM_ALGO_RING) | B(LOOM_ALGO_TREE) | B(LOOM_ALGO_HIER) | B(LOOM_ALGO_RHD));
   ck_assert_uint_eq(f[LOOM_COLL_ALLGATHER], B(LOOM_ALGO_RING));
   ck_assert_uint_eq(f[LOOM_COLL_BROADCAST], 0);
+  parse_ok("^oneshot", f); /* the two collectives that have it */
+  ck_assert_uint_eq(f[LOOM_COLL_ALLGATHER], B(LOOM_ALGO_RING) | B(LOOM_ALGO_RD));
+  ck_assert_uint_eq(f[LOOM_COLL_ALLREDUCE] & B(LOOM_ALGO_ONESHOT), 0);
+  ck_assert_uint_eq(f[LOOM_COLL_REDUCESCATTER], 0);
 }
 END_TEST
 
@@ -165,11 +169,14 @@ START_TEST(tuner_oversubscribed) {
   ck_assert_str_eq(plan_cores(LOOM_COLL_ALLREDUCE, (1 << 20) + 4, 2), "ring");
   ck_assert_str_eq(plan_cores(LOOM_COLL_ALLREDUCE, 128 << 10, 4), "ring");
   ck_assert_str_eq(plan_cores(LOOM_COLL_ALLREDUCE, 128 << 10, 0), "ring"); /* cores unknown */
-  /* all-gather: bytes per rank, 4 ranks: 256 KiB is 1 MiB in all */
+  /* all-gather: bytes per rank, 4 ranks: 256 KiB is 1 MiB in all; up
+   * to 256 KiB in all one-shot, with or without enough cores */
   ck_assert_str_eq(plan_cores(LOOM_COLL_ALLGATHER, 256 << 10, 2), rd);
   ck_assert_str_eq(plan_cores(LOOM_COLL_ALLGATHER, (256 << 10) + 4, 2), "ring");
-  ck_assert_str_eq(plan_cores(LOOM_COLL_ALLGATHER, 32 << 10, 4), "ring");
-  ck_assert_str_eq(plan_cores(LOOM_COLL_ALLGATHER, 16 << 10, 4), rd);
+  ck_assert_str_eq(plan_cores(LOOM_COLL_ALLGATHER, (64 << 10) + 4, 2), rd);
+  ck_assert_str_eq(plan_cores(LOOM_COLL_ALLGATHER, 64 << 10, 2), "one-shot");
+  ck_assert_str_eq(plan_cores(LOOM_COLL_ALLGATHER, 64 << 10, 4), "one-shot");
+  ck_assert_str_eq(plan_cores(LOOM_COLL_ALLGATHER, (64 << 10) + 4, 4), "ring");
 }
 END_TEST
 
@@ -187,8 +194,15 @@ START_TEST(tuner_forced_and_fallback) {
   ck_assert_str_eq(plan(LOOM_COLL_BROADCAST, 5, 64 << 20, LOOM_ALGO_TREE), "binomial tree");
   ck_assert_str_eq(plan(LOOM_COLL_REDUCE, 5, 8, LOOM_ALGO_AUTO), "binomial tree");
   ck_assert_str_eq(plan(LOOM_COLL_REDUCE, 5, 1 << 20, LOOM_ALGO_AUTO), "chain");
-  ck_assert_str_eq(plan(LOOM_COLL_ALLGATHER, 4, 1 << 10, LOOM_ALGO_AUTO), "recursive doubling");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLGATHER, 4, 1 << 10, LOOM_ALGO_AUTO), "one-shot");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLGATHER, 4, 1 << 10, LOOM_ALGO_RD), "recursive doubling");
   ck_assert_str_eq(plan(LOOM_COLL_ALLGATHER, 4, 1 << 10, LOOM_ALGO_RING), "ring");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLGATHER, 2, 1 << 10, LOOM_ALGO_AUTO), "recursive doubling");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLGATHER, 3, 1 << 10, LOOM_ALGO_AUTO), "one-shot");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLGATHER, 9, 1 << 10, LOOM_ALGO_AUTO), "ring");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLGATHER, 9, 1 << 10, LOOM_ALGO_ONESHOT), "one-shot");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLGATHER, 8, 32 << 10, LOOM_ALGO_AUTO), "one-shot");
+  ck_assert_str_eq(plan(LOOM_COLL_ALLGATHER, 8, (32 << 10) + 4, LOOM_ALGO_AUTO), "ring");
   /* an algorithm the collective does not have (LOOM_ALGO rejects it; the
    * planner ignores it) */
   ck_assert_str_eq(plan(LOOM_COLL_REDUCESCATTER, 4, 8, LOOM_ALGO_TREE), "ring");
@@ -213,6 +227,9 @@ START_TEST(tuner_with_nodes) {
                    "hierarchical");
   ck_assert_str_eq(plan_on(LOOM_COLL_ALLGATHER, 4, 1 << 20, LOOM_ALGO_AUTO, &two_by_two),
                    "ring (by node)");
+  /* one-shot all-gather is for one node */
+  ck_assert_str_eq(plan_on(LOOM_COLL_ALLGATHER, 4, 8, LOOM_ALGO_AUTO, &two_by_two),
+                   "recursive doubling");
   ck_assert_str_eq(plan_on(LOOM_COLL_REDUCESCATTER, 4, 1 << 20, LOOM_ALGO_AUTO, &two_by_two),
                    "ring (by node)");
   ck_assert_str_eq(plan_on(LOOM_COLL_ALLREDUCE, 4, 1 << 20, LOOM_ALGO_RING, &two_by_two),

@@ -159,7 +159,7 @@ static int counts_for(int n, size_t *out) {
 #define QUADRATIC_ELEMS 8192
 
 static int quadratic(enum coll c) {
-  return c == RING_AG || c == RD_AG || c == RING_RS || c == GATHER || c == SCATTER;
+  return c == RING_AG || c == RD_AG || c == ONESHOT_AG || c == RING_RS || c == GATHER || c == SCATTER;
 }
 
 /* Every root gets the large count, whole steps and three slices, in and
@@ -205,6 +205,8 @@ END_TEST
 START_TEST(ring_allgather) { run_coll(RING_AG); }
 END_TEST
 START_TEST(rd_allgather) { run_coll(RD_AG); }
+END_TEST
+START_TEST(oneshot_allgather) { run_coll(ONESHOT_AG); }
 END_TEST
 START_TEST(ring_reducescatter) { run_coll(RING_RS); }
 END_TEST
@@ -645,6 +647,7 @@ static Suite *sched_suite(void) {
   tcase_add_test(tc, oneshot_allreduce);
   tcase_add_test(tc, ring_allgather);
   tcase_add_test(tc, rd_allgather);
+  tcase_add_test(tc, oneshot_allgather);
   tcase_add_test(tc, ring_reducescatter);
   tcase_add_test(tc, chain_broadcast);
   tcase_add_test(tc, tree_broadcast);

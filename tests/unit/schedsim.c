@@ -96,8 +96,8 @@ __attribute__((format(printf, 1, 2), noreturn)) void failf(const char *fmt, ...)
 
 static const char *const coll_fn[NCOLL] = {
     "loom_ring_allreduce",   "loom_rd_allreduce",       "loom_oneshot_allreduce",
-    "loom_ring_allgather",
-    "loom_rd_allgather",     "loom_ring_reducescatter", "loom_chain_broadcast",
+    "loom_ring_allgather",   "loom_rd_allgather",       "loom_oneshot_allgather",
+    "loom_ring_reducescatter", "loom_chain_broadcast",
     "loom_tree_broadcast",   "loom_chain_reduce",       "loom_tree_reduce",
     "loom_direct_alltoallv", "loom_direct_gather",      "loom_direct_scatter",
 };
@@ -301,6 +301,9 @@ static void build(int r, struct loom_schedule *s) {
   case RD_AG:
     loom_rd_allgather(r, n, k, s);
     break;
+  case ONESHOT_AG:
+    loom_oneshot_allgather(r, n, k, s);
+    break;
   case RING_RS:
     loom_ring_reducescatter(r, n, k, s);
     break;
@@ -357,6 +360,7 @@ static void expected(int r, struct val *e, size_t recv_len) {
     break;
   case RING_AG:
   case RD_AG:
+  case ONESHOT_AG:
     for (int j = 0; j < n; j++)
       for (size_t i = 0; i < cnt; i++)
         e[(size_t)j * cnt + i] = leaf(j, i);
@@ -407,6 +411,7 @@ static void lay_out(int r) {
     break;
   case RING_AG:
   case RD_AG:
+  case ONESHOT_AG:
     rlen = all;
     alias = c->inplace;
     aoff = (size_t)r * cnt;

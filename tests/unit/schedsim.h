@@ -47,6 +47,7 @@ enum coll {
   ONESHOT_AR,
   RING_AG,
   RD_AG,
+  ONESHOT_AG,
   RING_RS,
   CHAIN_BC,
   TREE_BC,

@@ -268,10 +268,12 @@ static int mux_probe(void *conn, uint64_t fp[2], uint64_t *len) {
   return c->tp->probe(c->conn, fp, len);
 }
 
+/* Only the transports that carry a peer: on one node the network
+ * transport's turn was 4 % of a 2-rank 8 B send/receive. */
 static loomResult_t mux_progress(void *vctx, int *progressed, int *failed_peer) {
   struct mux_ctx *ctx = vctx;
   for (int t = 0; t < MUX_N; t++)
-    if (ctx->sub[t] != NULL)
+    if (ctx->sub[t] != NULL && ctx->count[t] > 0)
       LOOM_CHECK(ctx->tp[t]->progress(ctx->sub[t], progressed, failed_peer));
   return loomSuccess;
 }
@@ -301,7 +303,7 @@ static int mux_poll_fds(void *vctx, struct pollfd *fds, int max) {
   struct mux_ctx *ctx = vctx;
   int n = 0;
   for (int t = 0; t < MUX_N; t++)
-    if (ctx->sub[t] != NULL)
+    if (ctx->sub[t] != NULL && ctx->count[t] > 0)
       n += ctx->tp[t]->poll_fds(ctx->sub[t], fds + n, max - n);
   return n;
 }

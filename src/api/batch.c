@@ -33,7 +33,8 @@ static loomResult_t batch_open(struct loom_batch *b) {
   LOOM_CHECK(loom_execute_ensure_steps(comm, LOOM_SCHED_MAX_STEPS(comm->nranks)));
   for (int i = 0; i < b->ncalls; i++)
     b->np2p += b->calls[i].coll == LOOM_COLL_SENDRECV;
-  if (b->np2p > 0 && (b->p2p = calloc((size_t)b->np2p, sizeof(int))) == NULL)
+  /* malloc, not calloc, which glibc serves without its per-thread cache */
+  if (b->np2p > 0 && (b->p2p = malloc(sizeof(int) * (size_t)b->np2p)) == NULL)
     return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory");
   for (int i = 0, k = 0; i < b->ncalls && b->p2p != NULL; i++)
     if (b->calls[i].coll == LOOM_COLL_SENDRECV)

@@ -231,13 +231,38 @@ static loomResult_t queue_stream(struct batch *bs, int nb, loomStream_t stream) 
   return loom_stream_submit_staged(stream, &g->task, &st);
 }
 
-/* Splits the recorded calls by communicator, keeping issue order. */
-static loomResult_t split_batches(struct loom_call *calls, int n, struct batch **out,
-                                  int *nbatches) {
-  struct batch *bs = calloc((size_t)n, sizeof *bs);
+/* Groups of up to this many calls split into batches on the stack. */
+#define GROUP_STACK_CALLS 8
+
+/* Splits the recorded calls by communicator, keeping issue order, into
+ * `space` (room for n batches) or, when it is NULL, an allocated array
+ * (the caller frees *out unless it is space).  When the calls are all of
+ * one communicator (the usual group) its batch takes the array itself
+ * (*took = 1: the caller must not free it); else each batch gets a copy
+ * of its calls. */
+static loomResult_t split_batches(struct loom_call *calls, int n, struct batch *space,
+                                  struct batch **out, int *nbatches, int *took) {
+  /* (gcc turns a malloc and a memset into calloc, which glibc serves
+   * without its per-thread cache: a small group's batches are on the
+   * caller's stack) */
+  struct batch *bs = space != NULL ? space : calloc((size_t)n, sizeof *bs);
   int nb = 0;
+  *took = 0;
   if (bs == NULL)
     return loom_error(loomSystemError, LOOM_LOG_COLL, "loomGroupEnd: out of memory");
+  if (space != NULL)
+    memset(bs, 0, sizeof *bs * (size_t)n);
+  int one = 1;
+  for (int i = 1; i < n && one; i++)
+    one = calls[i].comm == calls[0].comm;
+  if (one) {
+    bs[0] = (struct batch){.comm = calls[0].comm, .stream = calls[0].stream, .calls = calls,
+                           .ncalls = n};
+    *out = bs;
+    *nbatches = 1;
+    *took = 1;
+    return loomSuccess;
+  }
   for (int i = 0; i < n; i++) {
     int b = 0;
     while (b < nb && bs[b].comm != calls[i].comm)
@@ -249,7 +274,8 @@ static loomResult_t split_batches(struct loom_call *calls, int n, struct batch *
       if (bs[nb++].calls == NULL) {
         for (int j = 0; j < nb; j++)
           free(bs[j].calls);
-        free(bs);
+        if (bs != space)
+          free(bs);
         return loom_error(loomSystemError, LOOM_LOG_COLL, "loomGroupEnd: out of memory");
       }
     }
@@ -286,20 +312,23 @@ loomResult_t loomGroupEnd(void) {
   int n = group_n;
   group_calls = NULL;
   group_n = group_cap = 0;
-  struct batch *bs = NULL;
-  int nb = 0;
-  loomResult_t res = split_batches(calls, n, &bs, &nb);
+  struct batch *bs = NULL, small[GROUP_STACK_CALLS];
+  struct batch *space = n <= GROUP_STACK_CALLS ? small : NULL;
+  int nb = 0, took = 0;
+  loomResult_t res = split_batches(calls, n, space, &bs, &nb, &took);
   if (res == loomSuccess && (res = check_streams(bs, nb)) != loomSuccess) {
-    for (int b = 0; b < nb; b++)
+    for (int b = 0; b < nb && !took; b++)
       free(bs[b].calls); /* copies of the entries of calls */
-    free(bs);
+    if (bs != space)
+      free(bs);
   }
   if (res != loomSuccess) {
     free_calls(calls, n);
     free(calls);
     return res;
   }
-  free(calls);
+  if (!took)
+    free(calls); /* the batches hold copies of its entries */
   /* Queue the stream batches; run the host batches in parallel. */
   res = loomSuccess;
   for (int b = 0; b < nb; b++)
@@ -338,6 +367,7 @@ loomResult_t loomGroupEnd(void) {
   }
   if (error != NULL)
     loom_set_last_error(error);
-  free(bs);
+  if (bs != space)
+    free(bs);
   return res;
 }

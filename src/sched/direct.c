@@ -6,6 +6,18 @@
  */
 #include "sched/schedule.h"
 
+/* Step d of the pairwise pattern: rank sends to rank+d and receives, as a
+ * copy, from rank-d (*from); the caller says what moves. */
+static struct loom_step *pair_step(struct loom_schedule *s, int rank, int n, int d, int *from) {
+  struct loom_step *p = loom_sched_add(s);
+  *from = (rank - d + n) % n;
+  p->send_peer = (rank + d) % n;
+  p->send_buf = LOOM_BUF_SEND;
+  p->recv_peer = *from;
+  p->recv_op = LOOM_RECV_COPY;
+  return p;
+}
+
 void loom_direct_alltoallv(int rank, int nranks, const size_t *sendcounts,
                            const size_t *sdispls, const size_t *recvcounts,
                            const size_t *rdispls, struct loom_schedule *s) {
@@ -20,14 +32,10 @@ void loom_direct_alltoallv(int rank, int nranks, const size_t *sendcounts,
    * each rank sends to one peer and receives from another, so no rank is
    * flooded by all the others at once. */
   for (int d = 1; d < n; d++) {
-    int to = (rank + d) % n, from = (rank - d + n) % n;
-    struct loom_step *p = loom_sched_add(s);
-    p->send_peer = to;
-    p->send_buf = LOOM_BUF_SEND;
-    p->send_off = sdispls[to];
-    p->send_count = sendcounts[to];
-    p->recv_peer = from;
-    p->recv_op = LOOM_RECV_COPY;
+    int from;
+    struct loom_step *p = pair_step(s, rank, n, d, &from);
+    p->send_off = sdispls[p->send_peer];
+    p->send_count = sendcounts[p->send_peer];
     p->recv_buf = LOOM_BUF_RECV;
     p->recv_off = rdispls[from];
     p->recv_count = recvcounts[from];
@@ -92,13 +100,9 @@ void loom_oneshot_allreduce(int rank, int nranks, size_t count, struct loom_sche
   }
   /* Peer `from` lands in SCRATCH block (from < rank ? from : from - 1). */
   for (int d = 1; d < n; d++) {
-    int to = (rank + d) % n, from = (rank - d + n) % n;
-    struct loom_step *p = loom_sched_add(s);
-    p->send_peer = to;
-    p->send_buf = LOOM_BUF_SEND;
+    int from;
+    struct loom_step *p = pair_step(s, rank, n, d, &from);
     p->send_count = count;
-    p->recv_peer = from;
-    p->recv_op = LOOM_RECV_COPY;
     p->recv_buf = LOOM_BUF_SCRATCH;
     p->recv_off = (size_t)(from < rank ? from : from - 1) * count;
     p->recv_count = count;
@@ -118,13 +122,9 @@ void loom_oneshot_allgather(int rank, int nranks, size_t count, struct loom_sche
   s->copy.count = count;
   /* The all-to-all's pairing: at step d, r sends to r+d, receives from r-d. */
   for (int d = 1; d < nranks; d++) {
-    int to = (rank + d) % nranks, from = (rank - d + nranks) % nranks;
-    struct loom_step *p = loom_sched_add(s);
-    p->send_peer = to;
-    p->send_buf = LOOM_BUF_SEND;
+    int from;
+    struct loom_step *p = pair_step(s, rank, nranks, d, &from);
     p->send_count = count;
-    p->recv_peer = from;
-    p->recv_op = LOOM_RECV_COPY;
     p->recv_buf = LOOM_BUF_RECV;
     p->recv_off = (size_t)from * count;
     p->recv_count = count;

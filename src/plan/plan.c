@@ -87,9 +87,10 @@ static int rank_algos(const struct loom_plan_args *a, size_t bytes, enum loom_al
     }
     return k;
   }
-  case LOOM_COLL_ALLGATHER:
-    if (n > 2 && n <= LOOM_PLAN_ONESHOT_MAX_RANKS && one_node(a->topo) &&
-        bytes * (size_t)n <= LOOM_PLAN_ONESHOT_GATHER_MAX_BYTES)
+  case LOOM_COLL_ALLGATHER: {
+    int oneshot = n > 2 && n <= LOOM_PLAN_ONESHOT_MAX_RANKS && one_node(a->topo) &&
+                  bytes * (size_t)n <= LOOM_PLAN_ONESHOT_GATHER_MAX_BYTES;
+    if (oneshot)
       out[k++] = LOOM_ALGO_ONESHOT;
     if (pow2 && (bytes * (size_t)n <= LOOM_PLAN_RD_MAX_BYTES ||
                  (oversubscribed(a->topo) && bytes * (size_t)n <= LOOM_PLAN_OVERSUB_MAX_BYTES))) {
@@ -99,9 +100,10 @@ static int rank_algos(const struct loom_plan_args *a, size_t bytes, enum loom_al
       out[k++] = LOOM_ALGO_RING;
       out[k++] = LOOM_ALGO_RD;
     }
-    if (k == 2)
+    if (!oneshot)
       out[k++] = LOOM_ALGO_ONESHOT;
     return k;
+  }
   case LOOM_COLL_BROADCAST:
   case LOOM_COLL_REDUCE:
     out[k++] = bytes <= LOOM_PLAN_RD_MAX_BYTES ? LOOM_ALGO_TREE : LOOM_ALGO_CHAIN;

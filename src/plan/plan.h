@@ -22,6 +22,10 @@
 /* More than two ranks use the one-shot all-reduce up to this size (one
  * message latency; each rank sends n-1 copies of its input). */
 #define LOOM_PLAN_ONESHOT_MAX_BYTES (8u << 10)
+/* ... and up to this many ranks: beyond, on several nodes, the double
+ * binary tree (2 log2(nodes) + 2(ranks per node - 1) latencies) takes the
+ * small messages, since one-shot's n-1 messages per rank all cross. */
+#define LOOM_PLAN_ONESHOT_MAX_RANKS 8
 /* All-gather of 3 to LOOM_PLAN_ONESHOT_MAX_RANKS ranks on one node goes
  * one-shot up to this many bytes in all: the ring's bytes per rank, one
  * message latency.  Measured on 2 cores, 32 B-256 KiB in all (3, 4 and 8
@@ -29,10 +33,6 @@
  * recursive doubling's, 0.17-0.99x the ring's; p99 0.22-0.76x recursive
  * doubling's. */
 #define LOOM_PLAN_ONESHOT_GATHER_MAX_BYTES (256u << 10)
-/* ... and up to this many ranks: beyond, on several nodes, the double
- * binary tree (2 log2(nodes) + 2(ranks per node - 1) latencies) takes the
- * small messages, since one-shot's n-1 messages per rank all cross. */
-#define LOOM_PLAN_ONESHOT_MAX_RANKS 8
 /* Where a node has more ranks than cores, halving-doubling (all-reduce)
  * and recursive doubling (all-gather, total bytes) up to this size: fewer
  * steps, so fewer hand-offs between ranks that take turns on a core (4

@@ -159,7 +159,8 @@ static int counts_for(int n, size_t *out) {
 #define QUADRATIC_ELEMS 8192
 
 static int quadratic(enum coll c) {
-  return c == RING_AG || c == RD_AG || c == ONESHOT_AG || c == RING_RS || c == GATHER || c == SCATTER;
+  return c == RING_AG || c == RD_AG || c == ONESHOT_AG || c == RING_RS || c == GATHER ||
+         c == SCATTER;
 }
 
 /* Every root gets the large count, whole steps and three slices, in and

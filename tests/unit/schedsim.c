@@ -95,11 +95,11 @@ __attribute__((format(printf, 1, 2), noreturn)) void failf(const char *fmt, ...)
 /* ---- the symbolic simulator --------------------------------------------------------- */
 
 static const char *const coll_fn[NCOLL] = {
-    "loom_ring_allreduce",   "loom_rd_allreduce",       "loom_oneshot_allreduce",
-    "loom_ring_allgather",   "loom_rd_allgather",       "loom_oneshot_allgather",
-    "loom_ring_reducescatter", "loom_chain_broadcast",
-    "loom_tree_broadcast",   "loom_chain_reduce",       "loom_tree_reduce",
-    "loom_direct_alltoallv", "loom_direct_gather",      "loom_direct_scatter",
+    "loom_ring_allreduce",     "loom_rd_allreduce",    "loom_oneshot_allreduce",
+    "loom_ring_allgather",     "loom_rd_allgather",    "loom_oneshot_allgather",
+    "loom_ring_reducescatter", "loom_chain_broadcast", "loom_tree_broadcast",
+    "loom_chain_reduce",       "loom_tree_reduce",     "loom_direct_alltoallv",
+    "loom_direct_gather",      "loom_direct_scatter",
 };
 int is_rooted(enum coll c) {
   return c == CHAIN_BC || c == TREE_BC || c == CHAIN_RED || c == TREE_RED || c == GATHER ||

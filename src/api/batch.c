@@ -33,8 +33,9 @@ static loomResult_t batch_open(struct loom_batch *b) {
   LOOM_CHECK(loom_execute_ensure_steps(comm, LOOM_SCHED_MAX_STEPS(comm->nranks)));
   for (int i = 0; i < b->ncalls; i++)
     b->np2p += b->calls[i].coll == LOOM_COLL_SENDRECV;
-  /* malloc, not calloc, which glibc serves without its per-thread cache */
-  if (b->np2p > 0 && (b->p2p = malloc(sizeof(int) * (size_t)b->np2p)) == NULL)
+  if (b->np2p > 0 && b->np2p <= LOOM_P2P_INLINE)
+    b->p2p = b->p2p_inline;
+  else if (b->np2p > 0 && (b->p2p = malloc(sizeof(int) * (size_t)b->np2p)) == NULL)
     return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory");
   for (int i = 0, k = 0; i < b->ncalls && b->p2p != NULL; i++)
     if (b->calls[i].coll == LOOM_COLL_SENDRECV)
@@ -94,8 +95,8 @@ static loomResult_t batch_post_next(struct loom_batch *b, int *posted) {
 static void trace_task_ended(struct loom_batch *b, loomResult_t res) {
   /* several calls in one task: each lasts as long as all of them */
   int timed = b->comm->engine.waited || b->task_n + (b->task_p2p ? b->np2p : 0) > 1;
-  for (int k = 0; b->task_p2p && k < b->np2p; k++)
-    loom_calls_trace_ended(b->comm, &b->calls[b->p2p[k]], 1, res, timed);
+  if (b->task_p2p)
+    loom_p2p_trace_ended(b->comm, b->calls, b->p2p, b->np2p, res, timed);
   loom_calls_trace_ended(b->comm, b->calls + b->task_first, b->task_n, res, timed);
   b->task_n = b->task_p2p = 0;
 }
@@ -161,7 +162,8 @@ static void batch_close(struct loom_batch *b) {
     loom_set_last_error(b->error);
     loom_comm_set_broken(comm, b->res);
   }
-  free(b->p2p);
+  if (b->p2p != b->p2p_inline)
+    free(b->p2p);
   b->p2p = NULL;
   batch_ipc_done(b, 1);
   pthread_mutex_unlock(&comm->op_lock);

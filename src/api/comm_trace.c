@@ -29,36 +29,40 @@ void loom_call_trace(struct loom_call *c) {
   c->trace_id = loom_trace_record(t, &tc, 0, 0);
 }
 
+/* The calls of one task start and end together: one clock reading each
+ * for all of them. */
 void loom_calls_trace_started(loomComm_t comm, const struct loom_call *calls, int n,
                               const struct loom_posted *p) {
-  if (comm->trace == NULL)
-    return;
-  for (int i = 0; i < n; i++)
-    loom_trace_started(comm->trace, calls[i].trace_id, p->trace_plan, n);
+  uint64_t now = 0;
+  for (int i = 0; i < n && comm->trace != NULL; i++)
+    loom_trace_started_at(comm->trace, calls[i].trace_id, p->trace_plan, n, &now);
 }
 
 void loom_p2p_trace_started(loomComm_t comm, const struct loom_call *calls, const int *idx,
                             int m) {
-  if (comm->trace == NULL)
-    return;
-  for (int j = 0; j < m; j++) {
+  uint64_t now = 0;
+  for (int j = 0; j < m && comm->trace != NULL; j++) {
     const struct loom_call *c = &calls[idx[j]];
     /* this call alone: its peer and bytes */
-    uint64_t bytes = c->count * loom_datatype_size(c->datatype);
-    struct loom_trace_peers one = {.n = c->root >= 0, .peer = {c->root}};
-    if (c->is_send)
-      one.sent[0] = bytes;
-    else
-      one.received[0] = bytes;
-    uint64_t plan = loom_trace_plan_add(comm->trace, "p2p", 0, NULL, 0, &one);
-    loom_trace_started(comm->trace, c->trace_id, plan, m);
+    uint64_t plan = loom_trace_p2p_plan(comm->trace, c->root, c->is_send,
+                                        c->count * loom_datatype_size(c->datatype));
+    loom_trace_started_at(comm->trace, c->trace_id, plan, m, &now);
   }
 }
 
 void loom_calls_trace_ended(loomComm_t comm, const struct loom_call *calls, int n,
                             loomResult_t res, int timed) {
+  uint64_t now = 0;
   for (int i = 0; i < n && comm->trace != NULL; i++)
-    loom_trace_ended(comm->trace, calls[i].trace_id, res, comm->engine.blamed, timed);
+    loom_trace_ended_at(comm->trace, calls[i].trace_id, res, comm->engine.blamed, timed, &now);
+}
+
+void loom_p2p_trace_ended(loomComm_t comm, const struct loom_call *calls, const int *idx, int m,
+                          loomResult_t res, int timed) {
+  uint64_t now = 0;
+  for (int j = 0; j < m && comm->trace != NULL; j++)
+    loom_trace_ended_at(comm->trace, calls[idx[j]].trace_id, res, comm->engine.blamed, timed,
+                        &now);
 }
 
 uint64_t loom_comm_trace_op(loomComm_t comm, int kind) {

@@ -232,7 +232,8 @@ loomResult_t loom_post_sendrecv(loomComm_t comm, const struct loom_call *calls, 
                                 int m, struct loom_posted *p) {
   LOOM_CHECK(loom_self_exchange(comm, calls, idx, m, 1));
   LOOM_CHECK(loom_execute_ensure_steps(comm, m));
-  void **bufs = malloc(sizeof(void *) * (size_t)(LOOM_BUF_USER + m));
+  void **bufs = m <= LOOM_P2P_INLINE ? p->user_inline
+                                     : malloc(sizeof(void *) * (size_t)(LOOM_BUF_USER + m));
   if (bufs == NULL)
     return loom_error(loomSystemError, LOOM_LOG_COLL, "out of memory (send/recv batch)");
   bufs[LOOM_BUF_SEND] = bufs[LOOM_BUF_RECV] = bufs[LOOM_BUF_SCRATCH] = NULL;
@@ -278,6 +279,7 @@ loomResult_t loom_post_sendrecv(loomComm_t comm, const struct loom_call *calls, 
 }
 
 void loom_posted_release(struct loom_posted *p) {
-  free(p->user_bufs);
+  if (p->user_bufs != p->user_inline)
+    free(p->user_bufs);
   p->user_bufs = NULL;
 }

@@ -58,6 +58,8 @@ void loom_p2p_trace_started(loomComm_t comm, const struct loom_call *calls, cons
                             int m);
 void loom_calls_trace_ended(loomComm_t comm, const struct loom_call *calls, int n,
                             loomResult_t res, int timed);
+void loom_p2p_trace_ended(loomComm_t comm, const struct loom_call *calls, const int *idx, int m,
+                          loomResult_t res, int timed);
 
 /* Frees what a call owns (the all-to-all-v arrays). */
 void loom_call_free(struct loom_call *c);
@@ -70,12 +72,19 @@ loomResult_t loom_call_check(struct loom_call *c, const char *fn);
  * an open group, queued on its stream, or run now. */
 loomResult_t loom_issue(struct loom_call *c, const char *fn);
 
+/* Sends and receives of one batch whose buffers and indices need no
+ * allocation (a pair, a halo exchange): two mallocs and frees were a
+ * tenth of a one-rank send/receive group. */
+#define LOOM_P2P_INLINE 8
+
 /* What a posted call keeps alive for the engine until its task ends. */
 struct loom_posted {
   struct loom_schedule sched;
   struct loom_engine_op eop;
   void *bufs[LOOM_BUF_USER];
-  void **user_bufs;            /* a send/recv batch's buffers (owned) */
+  /* a send/recv batch's buffers: user_inline, or owned when larger */
+  void **user_bufs;
+  void *user_inline[LOOM_BUF_USER + LOOM_P2P_INLINE];
   unsigned char barrier_byte;  /* a barrier's one-byte all-reduce */
   const char *algo;     /* the plan's algorithm */
   uint64_t trace_plan;  /* its plan in the flight recorder (0: none) */
@@ -120,6 +129,7 @@ struct loom_batch {
   /* the run (set by loom_execute_batches) */
   int started, next, p2p_posted;
   int *p2p, np2p;                  /* indices of the sends and receives */
+  int p2p_inline[LOOM_P2P_INLINE]; /* p2p's room when np2p fits */
   int unpack, bucket_first, bucket_n; /* the bucket in flight, copied out at its end */
   struct loom_ipc_run *ipc;           /* a call in flight through device IPC (ipc_coll.h) */
   int ipc_call;                       /* its index */

@@ -123,3 +123,23 @@ uint64_t loom_trace_plan_add(struct loom_trace *t, const char *algo, int ll,
   atomic_store_explicit(&pl->id, id, memory_order_release);
   return id;
 }
+
+uint64_t loom_trace_p2p_plan(struct loom_trace *t, int peer, int is_send, uint64_t bytes) {
+  if (t == NULL)
+    return 0;
+  struct loom_trace_p2p_memo *m =
+      &t->p2p_memo[((unsigned)peer * 2u + (is_send != 0)) % LOOM_TRACE_P2P_MEMO];
+  if (m->plan != 0 && m->peer == peer && m->is_send == (is_send != 0) && m->bytes == bytes &&
+      loom_trace_plan_kept(t, m->plan))
+    return m->plan;
+  struct loom_trace_peers one = {.n = peer >= 0, .peer = {peer}};
+  if (is_send)
+    one.sent[0] = bytes;
+  else
+    one.received[0] = bytes;
+  *m = (struct loom_trace_p2p_memo){.plan = loom_trace_plan_add(t, "p2p", 0, NULL, 0, &one),
+                                    .bytes = bytes,
+                                    .peer = peer,
+                                    .is_send = is_send != 0};
+  return m->plan;
+}

@@ -100,6 +100,16 @@ struct loom_trace_entry {
   _Atomic uint64_t t_queued, t_started, t_ended; /* ns of real time (coarse) */
 } __attribute__((aligned(64)));
 
+/* A send's or receive's plan kept for the next call of the same shape
+ * (loom_trace_p2p_plan). */
+#define LOOM_TRACE_P2P_MEMO 8
+struct loom_trace_p2p_memo {
+  uint64_t plan; /* 0: none */
+  uint64_t bytes;
+  int32_t peer;
+  int32_t is_send;
+};
+
 struct loom_trace {
   int cap;       /* calls kept (LOOM_TRACE_BUFFER) */
   uint64_t mask; /* slots - 1: the ring has a power of two >= cap slots (no division per call) */
@@ -114,6 +124,9 @@ struct loom_trace {
    * under the communicator's op_lock (where calls are planned) */
   struct loom_trace_plan *plans;
   uint64_t nplans;
+  /* the last sends' and receives' plans, by peer and direction (written
+   * where plans are) */
+  struct loom_trace_p2p_memo p2p_memo[LOOM_TRACE_P2P_MEMO];
   _Atomic int dumped; /* dumps written on error (one per communicator) */
   char comm_id[17];   /* the same on every rank of the communicator */
   char name[64];
@@ -149,6 +162,11 @@ void loom_trace_peers_of(const struct loom_schedule *s, size_t esize,
 uint64_t loom_trace_plan_add(struct loom_trace *t, const char *algo, int ll,
                              const struct loom_schedule *s, size_t esize,
                              const struct loom_trace_peers *peers);
+/* The plan of one send (is_send) or receive of `bytes` with `peer` (-1:
+ * any rank): the last one of that shape while the plan ring still holds
+ * it (the usual repeated exchange adds none), else a new one.  0 when t
+ * is NULL. */
+uint64_t loom_trace_p2p_plan(struct loom_trace *t, int peer, int is_send, uint64_t bytes);
 /* The plan ring's slot for plan `id` (> 0), and whether it still holds it. */
 static inline struct loom_trace_plan *loom_trace_plan_slot(const struct loom_trace *t,
                                                            uint64_t id) {

@@ -85,26 +85,42 @@ static inline uint64_t loom_trace_record(struct loom_trace *t, const struct loom
   return id;
 }
 
+/* The clock for the calls of one task, read at most once: *now is 0
+ * until the first of them needs it. */
+static inline uint64_t loom_trace_task_clock(uint64_t *now) {
+  if (*now == 0)
+    *now = loom_trace_clock();
+  return *now;
+}
+
 /* A queued call's task was posted: its plan, and the calls sharing the
- * task. */
-static inline void loom_trace_started(struct loom_trace *t, uint64_t id, uint64_t plan,
-                                      int fused) {
+ * task; *now (0: not read yet) is the task's start time, shared by its
+ * calls. */
+static inline void loom_trace_started_at(struct loom_trace *t, uint64_t id, uint64_t plan,
+                                         int fused, uint64_t *now) {
   struct loom_trace_entry *en = loom_trace_slot(t, id);
   if (en == NULL)
     return;
   en->plan = plan;
   en->fused = (uint16_t)(fused < UINT16_MAX ? fused : UINT16_MAX);
-  atomic_store_explicit(&en->t_started, loom_trace_clock(), memory_order_relaxed);
+  atomic_store_explicit(&en->t_started, loom_trace_task_clock(now), memory_order_relaxed);
   atomic_store_explicit(&en->state, LOOM_TRACE_STARTED, memory_order_release);
+}
+
+static inline void loom_trace_started(struct loom_trace *t, uint64_t id, uint64_t plan,
+                                      int fused) {
+  uint64_t now = 0;
+  loom_trace_started_at(t, id, plan, fused, &now);
 }
 
 /* The call's task ended with res (blamed: the rank a failure names, -1).
  * The clock is read for a failure, for a call that is not small, and
  * when `timed` (its task waited long or held other calls too); otherwise
  * the call ended a moment after it started, and its start time, at the
- * coarse clock's resolution, is its end time. */
-static inline void loom_trace_ended(struct loom_trace *t, uint64_t id, loomResult_t res,
-                                    int blamed, int timed) {
+ * coarse clock's resolution, is its end time.  *now (0: not read yet) is
+ * the task's end, shared by its calls. */
+static inline void loom_trace_ended_at(struct loom_trace *t, uint64_t id, loomResult_t res,
+                                       int blamed, int timed, uint64_t *now) {
   struct loom_trace_entry *en = loom_trace_slot(t, id);
   if (en == NULL)
     return;
@@ -113,12 +129,18 @@ static inline void loom_trace_ended(struct loom_trace *t, uint64_t id, loomResul
     atomic_store_explicit(&en->result, res, memory_order_relaxed);
     atomic_store_explicit(&en->blamed, blamed, memory_order_relaxed);
   }
-  uint64_t now = timed || !ok || !en->call.small
-                     ? loom_trace_clock()
+  uint64_t end = timed || !ok || !en->call.small
+                     ? loom_trace_task_clock(now)
                      : atomic_load_explicit(&en->t_started, memory_order_relaxed);
-  atomic_store_explicit(&en->t_ended, now, memory_order_relaxed);
+  atomic_store_explicit(&en->t_ended, end, memory_order_relaxed);
   atomic_store_explicit(&en->state, ok ? LOOM_TRACE_FINISHED : LOOM_TRACE_FAILED,
                         memory_order_release);
+}
+
+static inline void loom_trace_ended(struct loom_trace *t, uint64_t id, loomResult_t res,
+                                    int blamed, int timed) {
+  uint64_t now = 0;
+  loom_trace_ended_at(t, id, res, blamed, timed, &now);
 }
 
 #endif

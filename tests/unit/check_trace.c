@@ -214,6 +214,72 @@ static long long dump_field(const char *text, uint64_t id, const char *name) {
   return f != NULL && f < end ? atoll(f + strlen(key)) : -1;
 }
 
+/* A send's or receive's plan is reused for the next call of the same
+ * peer, direction and size while the plan ring holds it; any difference,
+ * or the ring moving past it, makes a new one with the call's own bytes. */
+START_TEST(p2p_plans_reused_by_shape) {
+  struct loom_trace *t = recorder(4);
+  uint64_t send = loom_trace_p2p_plan(t, 1, 1, 64);
+  ck_assert_uint_gt(send, 0);
+  ck_assert_uint_eq(loom_trace_p2p_plan(t, 1, 1, 64), send);
+  uint64_t recv = loom_trace_p2p_plan(t, 1, 0, 64);
+  uint64_t other_peer = loom_trace_p2p_plan(t, 2, 1, 64);
+  uint64_t other_bytes = loom_trace_p2p_plan(t, 1, 1, 8);
+  ck_assert(recv != send && other_peer != send && other_bytes != send);
+  ck_assert(recv != other_peer && recv != other_bytes && other_peer != other_bytes);
+  const struct loom_trace_plan *pl = loom_trace_plan_slot(t, recv);
+  ck_assert_str_eq(pl->algo, "p2p");
+  ck_assert_int_eq(pl->peers.n, 1);
+  ck_assert_int_eq(pl->peers.peer[0], 1);
+  ck_assert_uint_eq(pl->peers.sent[0], 0);
+  ck_assert_uint_eq(pl->peers.received[0], 64);
+  /* peer 9 shares peer 1's memo slot: each replaces the other */
+  uint64_t nine = loom_trace_p2p_plan(t, 9, 1, 8);
+  ck_assert(nine != other_bytes);
+  ck_assert_uint_eq(loom_trace_plan_slot(t, nine)->peers.peer[0], 9);
+  uint64_t again = loom_trace_p2p_plan(t, 1, 1, 8);
+  ck_assert(again != other_bytes && again != nine);
+  ck_assert_uint_eq(loom_trace_plan_slot(t, again)->peers.sent[0], 8);
+  /* four more plans overwrite the ring's 4 slots: a new plan, not a stale id */
+  for (int i = 0; i < 4; i++)
+    loom_trace_plan_add(t, "ring", 0, NULL, 0, NULL);
+  ck_assert(!loom_trace_plan_kept(t, recv));
+  uint64_t fresh = loom_trace_p2p_plan(t, 1, 0, 64);
+  ck_assert(fresh != recv);
+  ck_assert(loom_trace_plan_kept(t, fresh));
+  ck_assert_uint_eq(loom_trace_plan_slot(t, fresh)->peers.received[0], 64);
+  ck_assert_str_eq(loom_trace_plan_slot(t, fresh)->algo, "p2p");
+  ck_assert_uint_eq(loom_trace_p2p_plan(NULL, 1, 1, 8), 0);
+  loom_trace_free(t);
+}
+END_TEST
+
+/* The calls of one task share one clock reading for their start and one
+ * for their end. */
+START_TEST(a_task_reads_the_clock_once) {
+  struct loom_trace *t = recorder(4);
+  struct loom_trace_call c = {.coll = LOOM_COLL_SENDRECV, .op = -1, .datatype = 0, .root = 1,
+                              .count = 8, .small = 1};
+  uint64_t a = loom_trace_record(t, &c, 0, 0), b = loom_trace_record(t, &c, 0, 0);
+  uint64_t now = 0;
+  loom_trace_started_at(t, a, 1, 2, &now);
+  ck_assert_uint_gt(now, 0);
+  uint64_t start = now;
+  a_few_ticks();
+  loom_trace_started_at(t, b, 1, 2, &now);
+  ck_assert_uint_eq(atomic_load(&entry_of(t, b)->t_started), start);
+  now = 0;
+  loom_trace_ended_at(t, a, loomSuccess, -1, 1, &now);
+  uint64_t end = now;
+  ck_assert_uint_gt(end, start);
+  a_few_ticks();
+  loom_trace_ended_at(t, b, loomSuccess, -1, 1, &now);
+  ck_assert_uint_eq(atomic_load(&entry_of(t, a)->t_ended), end);
+  ck_assert_uint_eq(atomic_load(&entry_of(t, b)->t_ended), end);
+  loom_trace_free(t);
+}
+END_TEST
+
 /* Small calls run at once share readings while the clock does not tick:
  * never more than LOOM_TRACE_CLOCK_SHARES in a row, never a queued call
  * or one not small; the dump bounds a shared call's time by the next
@@ -282,6 +348,8 @@ int main(void) {
   tcase_add_test(tc, dump_shows_what_the_state_says);
   tcase_add_test(tc, dump_shows_kept_plans_only);
   tcase_add_test(tc, small_calls_share_clock_readings);
+  tcase_add_test(tc, p2p_plans_reused_by_shape);
+  tcase_add_test(tc, a_task_reads_the_clock_once);
   suite_add_tcase(s, tc);
   return check_run(s);
 }

@@ -268,13 +268,33 @@ loomResult_t loom_execute_batches(struct loom_batch *bs, int n) {
   return res;
 }
 
-/* One call, not a send or receive (the path of every blocking collective):
- * posted and waited for here, without the batch's bookkeeping. */
-loomResult_t loom_execute_single(loomComm_t comm, const struct loom_call *c) {
+/* A run that holds comm's op_lock from its first use of the communicator
+ * to its last (so it needs no in-flight count: Abort and Destroy take the
+ * lock after waiting for the counted tasks): takes the lock and the
+ * rank's log tag; returns the caller's tag for direct_leave. */
+static int direct_enter(loomComm_t comm) {
   pthread_mutex_lock(&comm->op_lock);
   int caller_rank = loom_log_get_rank();
   if (caller_rank != comm->rank)
     loom_log_set_rank(comm->rank);
+  return caller_rank;
+}
+
+/* Ends such a run with res: a failure breaks the communicator, as
+ * batch_close says, unless the task left it intact. */
+static void direct_leave(loomComm_t comm, loomResult_t res, int intact, int caller_rank) {
+  if (res != loomSuccess && res != loomInvalidArgument && !intact &&
+      atomic_load_explicit(&comm->async_error, memory_order_acquire) == loomSuccess)
+    loom_comm_set_broken(comm, res);
+  if (caller_rank != comm->rank)
+    loom_log_set_rank(caller_rank);
+  pthread_mutex_unlock(&comm->op_lock);
+}
+
+/* One call, not a send or receive (the path of every blocking collective):
+ * posted and waited for here, without the batch's bookkeeping. */
+loomResult_t loom_execute_single(loomComm_t comm, const struct loom_call *c) {
+  int caller_rank = direct_enter(comm);
   struct loom_posted p;
   p.trace_id = 0;
   loomResult_t res = loom_comm_check_usable(comm, loom_coll_name(c->coll));
@@ -287,12 +307,33 @@ loomResult_t loom_execute_single(loomComm_t comm, const struct loom_call *c) {
     trace_id = loom_call_trace_run(c, NULL); /* it failed before it was planned */
   if (trace_id != 0)
     loom_trace_ended(comm->trace, trace_id, res, comm->engine.blamed, comm->engine.waited);
-  /* as batch_close */
-  if (res != loomSuccess && res != loomInvalidArgument && atomic_load_explicit(&comm->async_error, memory_order_acquire) == loomSuccess)
-    loom_comm_set_broken(comm, res);
-  if (caller_rank != comm->rank)
-    loom_log_set_rank(caller_rank);
-  pthread_mutex_unlock(&comm->op_lock);
+  direct_leave(comm, res, 0, caller_rank);
+  return res;
+}
+
+loomResult_t loom_execute_sendrecv(loomComm_t comm, struct loom_call *calls, int n) {
+  for (int i = 0; i < n; i++)
+    if (calls[i].trace_at_plan) { /* recorded queued, marked started when posted */
+      calls[i].trace_at_plan = 0;
+      loom_call_trace(&calls[i]);
+    }
+  int caller_rank = direct_enter(comm);
+  int idx[LOOM_P2P_INLINE];
+  for (int i = 0; i < n; i++)
+    idx[i] = i;
+  struct loom_posted p;
+  p.user_bufs = NULL; /* set once the calls are recorded started */
+  loomResult_t res = loom_comm_check_usable(comm, loom_coll_name(LOOM_COLL_SENDRECV));
+  if (res == loomSuccess) /* every send to itself has its receive, before anything moves */
+    res = loom_self_exchange(comm, calls, idx, n, 0);
+  int posted = res == loomSuccess &&
+               (res = loom_post_sendrecv(comm, calls, idx, n, &p)) == loomSuccess;
+  if (posted)
+    res = loom_engine_wait(&comm->engine);
+  if (p.user_bufs != NULL) /* as trace_task_ended: the calls share one task */
+    loom_p2p_trace_ended(comm, calls, idx, n, res, comm->engine.waited || n > 1);
+  loom_posted_release(&p);
+  direct_leave(comm, res, posted && loom_engine_left_intact(&comm->engine), caller_rank);
   return res;
 }
 

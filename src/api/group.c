@@ -88,6 +88,9 @@ loomResult_t loom_issue(struct loom_call *c, const char *fn) {
      * needs no count, whose two atomic operations were 15 % of a one-rank
      * 8-byte all-reduce. */
     res = loom_execute_single(c->comm, c);
+  } else if (c->device == loomDeviceHost && c->coll == LOOM_COLL_SENDRECV &&
+             c->root != LOOM_PEER_ANY) {
+    res = loom_execute_sendrecv(c->comm, c, 1); /* likewise */
   } else {
     loom_comm_task_begin(c->comm); /* Abort waits for it to leave */
     res = c->device == loomDeviceHost ? loom_execute(c->comm, c, 1)
@@ -302,6 +305,18 @@ static void free_calls(struct loom_call *calls, int n) {
     loom_call_free(&calls[i]);
 }
 
+/* Whether a group of one communicator, without a stream, runs directly
+ * (loom_execute_sendrecv): a few sends and receives on host buffers. */
+static int runs_direct(const struct loom_call *calls, int n) {
+  if (n > LOOM_P2P_INLINE || calls[0].stream != NULL)
+    return 0;
+  for (int i = 0; i < n; i++)
+    if (calls[i].coll != LOOM_COLL_SENDRECV || calls[i].device != loomDeviceHost ||
+        calls[i].root == LOOM_PEER_ANY)
+      return 0;
+  return 1;
+}
+
 loomResult_t loomGroupEnd(void) {
   if (group_depth == 0)
     return loom_error(loomInvalidUsage, LOOM_LOG_COLL,
@@ -325,6 +340,15 @@ loomResult_t loomGroupEnd(void) {
   if (res != loomSuccess) {
     free_calls(calls, n);
     free(calls);
+    return res;
+  }
+  if (took && runs_direct(calls, n)) {
+    loom_comm_wait_tasks(bs[0].comm); /* as a call outside a group */
+    res = loom_execute_sendrecv(bs[0].comm, calls, n);
+    free_calls(calls, n);
+    free(calls);
+    if (bs != space)
+      free(bs);
     return res;
   }
   if (!took)

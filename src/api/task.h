@@ -153,6 +153,10 @@ loomResult_t loom_execute(loomComm_t comm, struct loom_call *calls, int ncalls);
 int loom_execute_is_single(const struct loom_call *c);
 /* Runs such a call (loom_execute does when it is alone). */
 loomResult_t loom_execute_single(loomComm_t comm, const struct loom_call *c);
+/* Runs n sends and receives on comm's host buffers (n <= LOOM_P2P_INLINE,
+ * no stream, no receive from any rank) the same way: a send or receive
+ * alone, or a group's pair or halo exchange, without a batch. */
+loomResult_t loom_execute_sendrecv(loomComm_t comm, struct loom_call *calls, int n);
 
 /* Queues calls of one communicator on `stream` as one task (taking
  * ownership of the array and the calls' arrays). */

@@ -312,6 +312,9 @@ loomResult_t loom_execute_single(loomComm_t comm, const struct loom_call *c) {
 }
 
 loomResult_t loom_execute_sendrecv(loomComm_t comm, struct loom_call *calls, int n) {
+  if (n < 1 || n > LOOM_P2P_INLINE)
+    return loom_error(loomInternalError, LOOM_LOG_COLL, "rank %d: %d sends and receives run "
+                      "directly (1 to %d)", comm->rank, n, LOOM_P2P_INLINE);
   for (int i = 0; i < n; i++)
     if (calls[i].trace_at_plan) { /* recorded queued, marked started when posted */
       calls[i].trace_at_plan = 0;

@@ -37,6 +37,10 @@
 # p99 at most Open MPI's; 128 KiB-8 MiB all-reduce >= 2x Open MPI; 64-256 MiB
 # >= 2.5x Open MPI and >= 0.8x the memory ceiling; all-gather >= Open MPI
 # from 32 KiB.
+# Before each run and at the end it times one cache line's round trip
+# between CPUs 0 and 1 (bench/line-latency) and prints them with the
+# targets: on a VM whose two vCPUs sit near or far apart (about 60 or 450
+# ns here) every small-message figure moves with it.
 # Exit status: 0 when every program that ran succeeded, 1 otherwise; a
 # missed target is reported, not an error.
 set -u
@@ -61,6 +65,7 @@ LOOMRUN=$BUILD/tools/loomrun
 LOOM_PERF=$BUILD/bench/loom-perf
 MPI_PERF=$BUILD/bench/mpi-perf
 CEILING=$BUILD/bench/ceiling
+LINE_LATENCY=$BUILD/bench/line-latency
 GLOO_PERF=$here/gloo-perf.py
 
 for f in "$LOOMRUN" "$LOOM_PERF"; do
@@ -112,6 +117,16 @@ echo "# PASS, one run each: $(paste -sd';' "$tmp/passes" | sed 's/;/; /g')"
 echo "# $REPEAT alternating run(s) of each; times are the median over runs"
 
 status=0
+# note_mode WHEN: appends "WHEN NS" to the list of the machine's modes
+# (one cache line's round trip between CPUs 0 and 1; nothing without two
+# CPUs or the program).
+note_mode() {
+  if [ -x "$LINE_LATENCY" ] && [ "$(nproc)" -ge 2 ]; then
+    nm_ns=$("$LINE_LATENCY" 0 1 200000 5 2>/dev/null |
+      sed -n 's/.*: \([0-9.]*\) ns a round trip.*/\1/p')
+    [ -n "$nm_ns" ] && echo "$1 $nm_ns" >>"$tmp/modes"
+  fi
+}
 # run_tool TOOL COLL OUT PASS_ARGS...: one run; its table goes to OUT.
 # PCT: "--percentiles" in the pass that reports p50 and p99, else empty.
 run_tool() {
@@ -135,6 +150,7 @@ for coll in $COLLS; do
   mkdir -p "$tmp/$coll"
   r=1
   while [ "$r" -le "$REPEAT" ]; do
+    note_mode "$coll.run$r"
     p=1
     while [ "$p" -le "$npasses" ]; do
       pass=$(sed -n "${p}p" "$tmp/passes")
@@ -293,6 +309,14 @@ if [ -n "$PLOT" ]; then
     cat "$tmp/gperr" >&2
     status=1
   fi
+fi
+
+note_mode end
+if [ -s "$tmp/modes" ]; then
+  echo
+  echo "# the machine's mode: one cache line's round trip between CPUs 0 and 1 (ns,"
+  echo "# bench/line-latency) before each run and at the end; about 60 fast, 450 slow here"
+  echo "  $(paste -sd' ' "$tmp/modes" | sed 's/ \([^ ]*\.run\|end\)/, \1/g')"
 fi
 
 echo

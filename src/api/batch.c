@@ -268,6 +268,17 @@ loomResult_t loom_execute_batches(struct loom_batch *bs, int n) {
   return res;
 }
 
+/* Calls that were to be recorded once planned (run at once, alone) but
+ * go through a task of several steps or calls: recorded queued now, and
+ * marked started when their task is posted. */
+static void trace_queued(struct loom_call *calls, int n) {
+  for (int i = 0; i < n; i++)
+    if (calls[i].trace_at_plan) {
+      calls[i].trace_at_plan = 0;
+      loom_call_trace(&calls[i]);
+    }
+}
+
 /* A run that holds comm's op_lock from its first use of the communicator
  * to its last (so it needs no in-flight count: Abort and Destroy take the
  * lock after waiting for the counted tasks): takes the lock and the
@@ -315,11 +326,7 @@ loomResult_t loom_execute_sendrecv(loomComm_t comm, struct loom_call *calls, int
   if (n < 1 || n > LOOM_P2P_INLINE)
     return loom_error(loomInternalError, LOOM_LOG_COLL, "rank %d: %d sends and receives run "
                       "directly (1 to %d)", comm->rank, n, LOOM_P2P_INLINE);
-  for (int i = 0; i < n; i++)
-    if (calls[i].trace_at_plan) { /* recorded queued, marked started when posted */
-      calls[i].trace_at_plan = 0;
-      loom_call_trace(&calls[i]);
-    }
+  trace_queued(calls, n);
   int caller_rank = direct_enter(comm);
   int idx[LOOM_P2P_INLINE];
   for (int i = 0; i < n; i++)
@@ -347,11 +354,7 @@ int loom_execute_is_single(const struct loom_call *c) {
 loomResult_t loom_execute(loomComm_t comm, struct loom_call *calls, int ncalls) {
   if (ncalls == 1 && loom_execute_is_single(&calls[0]))
     return loom_execute_single(comm, &calls[0]);
-  for (int i = 0; i < ncalls; i++)
-    if (calls[i].trace_at_plan) { /* recorded queued, marked started when posted */
-      calls[i].trace_at_plan = 0;
-      loom_call_trace(&calls[i]);
-    }
+  trace_queued(calls, ncalls);
   struct loom_batch b;
   b.comm = comm;
   b.calls = calls;

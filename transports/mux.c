@@ -278,9 +278,9 @@ static loomResult_t mux_progress(void *vctx, int *progressed, int *failed_peer) 
   return loomSuccess;
 }
 
-static int mux_can_peek(void *conn) {
+static int mux_can_peek(void *conn, size_t bytes) {
   struct mux_conn *c = conn;
-  return c->tp == &loom_transport_shm && loom_shm_can_peek(c->conn);
+  return c->tp == &loom_transport_shm && loom_shm_can_peek(c->conn, bytes);
 }
 
 static size_t mux_peek(void *conn, struct loom_xfer *x, const void **data) {

@@ -51,23 +51,25 @@ static inline int loom_transport_busy_wait(const struct loom_transport *tp, void
 }
 /* Reading in place, so that a reduction reads received data straight
  * from a shared-memory FIFO instead of a copy of it.  A receive posted
- * with buf == NULL on a connection whose `can` is 1 is not copied: `peek`
+ * with buf == NULL on a connection whose `can` is 1 for its size (the
+ * transport may find small ones faster copied out) is not copied: `peek`
  * gives the next arrived part of it (its bytes and where they are; 0 when
  * none has arrived, or when the connection failed: progress then reports
  * it), `consume` hands that part back to the sender, and the part that
  * completes the message sets its done.  Only the receive at the front of
  * its connection can be read; parts are whole elements of every datatype. */
 struct loom_peek_ops {
-  int (*can)(void *conn);
+  int (*can)(void *conn, size_t bytes);
   size_t (*peek)(void *conn, struct loom_xfer *x, const void **data);
   void (*consume)(void *conn, struct loom_xfer *x);
 };
 /* What the mux's probe returns for a peer whose transport has none (a
  * plugin, ofi): that peer cannot be a source of loomRecvAny. */
 #define LOOM_PROBE_UNSUPPORTED (-2)
-/* The mux's table carries them as its `peek` (in place over shm unless
- * single copy is on for that peer or LOOM_SHM_DIRECT_REDUCE=0, never over
- * a network), its ctx_name ("shm+tcp", "ofi") and, per peer, the
- * properties of the transport that carries it. */
+/* The mux's table carries them as its `peek` (in place over shm, but for
+ * a message of one data line, unless single copy is on for that peer or
+ * LOOM_SHM_DIRECT_REDUCE=0; never over a network), its ctx_name
+ * ("shm+tcp", "ofi") and, per peer, the properties of the transport that
+ * carries it. */
 
 #endif

@@ -259,13 +259,16 @@ static int clobbers_own_send(const struct loom_engine_task *r, const struct loom
                         slice_len(r, st->recv_count, k) * r->esize);
 }
 
-/* Whether slice k of step st's reduce-receive may be read in place.  Not
- * when it must wait for its own send to leave (in place, above): that send
- * may need the very FIFO cells the reading would free, and the two ranks
- * of a pair would wait on each other. */
+/* Whether slice k of step st's reduce-receive may be read in place: the
+ * transport says so for its size, and it need not wait for its own send to
+ * leave (in place, above): that send may need the very FIFO cells the
+ * reading would free, and the two ranks of a pair would wait on each
+ * other. */
 static int may_read_in_place(const struct loom_engine_task *r, const struct loom_step *st, int k) {
   const struct loom_peek_ops *peek = r->e->peek;
-  return peek != NULL && peek->can(r->e->conns[st->recv_peer]) && !clobbers_own_send(r, st, k);
+  size_t bytes = slice_len(r, st->recv_count, k) * r->esize;
+  return peek != NULL && peek->can(r->e->conns[st->recv_peer], bytes) &&
+         !clobbers_own_send(r, st, k);
 }
 
 static loomResult_t post_recvs(struct loom_engine_task *r, int *progressed) {

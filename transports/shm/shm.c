@@ -485,9 +485,16 @@ static loomResult_t pull_recvs(struct shm_conn *c, int *progressed) {
   return loomSuccess;
 }
 
-int loom_shm_can_peek(void *conn) {
+/* A message that fills one data line (more than SHM_INLINE_BYTES, at most
+ * SHM_LINE) is copied out of its cell rather than read in place: a 2-rank
+ * all-reduce of 48-64 B then ran as fast as one of 16-32 B in the VM's
+ * slow mode (0.77x the time at p50; level or 1.04x in its other states),
+ * where copying inline data out gained nothing
+ * (docs/history/performance-log.md). */
+int loom_shm_can_peek(void *conn, size_t bytes) {
   const struct shm_conn *c = conn;
-  return c->peek_ok;
+  int one_data_line = bytes > SHM_INLINE_BYTES && bytes <= SHM_LINE;
+  return c->peek_ok && !one_data_line;
 }
 
 size_t loom_shm_peek(void *conn, struct loom_xfer *x, const void **data) {

@@ -90,7 +90,7 @@ struct shm_seg {
 };
 
 /* shm.c: struct loom_peek_ops over a shm connection */
-int loom_shm_can_peek(void *conn);
+int loom_shm_can_peek(void *conn, size_t bytes);
 size_t loom_shm_peek(void *conn, struct loom_xfer *x, const void **data);
 void loom_shm_consume(void *conn, struct loom_xfer *x);
 

@@ -11,7 +11,7 @@
  *    run-time overlap checks, which GCC's -O2 cost model would refuse.
  *  - Trip counts.  GCC 12 at -O2 (the "very-cheap" vectoriser cost model)
  *    only vectorises a loop whose trip count is a known multiple of the
- *    vector length, so each kernel runs blocks of LOOM_KERNEL_BLOCK_BYTES
+ *    vector length, so each kernel runs blocks of LOOM_BLOCK_BYTES
  *    followed by a short scalar tail.
  *
  * On x86-64 the choice is made at run time (CPUID), with no -m flags needed:
@@ -49,20 +49,15 @@
 #define LOOM_HAVE_X86_SIMD 0
 #endif
 
-/* The reduction kernels run blocks of this many bytes (one AVX2 vector,
- * two SSE2 ones), then a scalar tail: one loop, whatever the size.  With
+/* Every loop here runs blocks of this many bytes (one AVX2 vector, two
+ * SSE2 ones), then a scalar tail: one loop, whatever the size.  With
  * blocks of 64 elements and a second loop of 8-element blocks for the
  * rest, a 2-rank float32 all-reduce of 96-248 B, reduced straight from
  * the shared-memory cell, took 0.1 us longer than one of 256 B (the
  * second loop's sizes; p50, in the VM's slow mode; cause not found: no
  * PMU here), and 0.81x the time with this one loop
  * (docs/history/performance-log.md). */
-#define LOOM_KERNEL_BLOCK_BYTES 32
-/* Blocks of the other loops (average's scaling): a multiple of every
- * vector length in use (64 x int8 is two AVX2 vectors). */
-#define LOOM_BLOCK 64
-/* The tail's blocks: one AVX2 vector of float32, two of float64. */
-#define LOOM_SMALL_BLOCK 8
+#define LOOM_BLOCK_BYTES 32
 
 /* ---- Names and sizes ----------------------------------------------------- */
 
@@ -164,24 +159,11 @@ typedef void (*loom_kernel_fn)(void *dst, const void *a, const void *b,
       STMT;                                                                    \
     }
 
-/* Runs STMT for i over [0, n): blocks of LOOM_BLOCK elements, then blocks
- * of LOOM_SMALL_BLOCK (a small message's whole reduction: 32 floats would
- * otherwise take 32 scalar turns), then the scalar tail. */
-#define LOOM_LOOP(n, STMT)                                                     \
-  do {                                                                         \
-    size_t main_n_ = (n) & ~(size_t)(LOOM_BLOCK - 1);                          \
-    size_t small_n_ = (n) & ~(size_t)(LOOM_SMALL_BLOCK - 1);                   \
-    LOOM_BLOCKS(0, main_n_, LOOM_BLOCK, STMT);                                 \
-    LOOM_BLOCKS(main_n_, small_n_, LOOM_SMALL_BLOCK, STMT);                    \
-    for (size_t i = small_n_; i < (n); i++)                                    \
-      STMT;                                                                    \
-  } while (0)
-
 /* Runs STMT for i over [0, n) of elements of type T: blocks of
- * LOOM_KERNEL_BLOCK_BYTES, then the scalar tail. */
-#define LOOM_KERNEL_LOOP(T, n, STMT)                                           \
+ * LOOM_BLOCK_BYTES, then the scalar tail. */
+#define LOOM_LOOP(T, n, STMT)                                                  \
   do {                                                                         \
-    enum { blk_elems_ = LOOM_KERNEL_BLOCK_BYTES / sizeof(T) };                 \
+    enum { blk_elems_ = LOOM_BLOCK_BYTES / sizeof(T) };                        \
     size_t vec_n_ = (n) & ~(size_t)(blk_elems_ - 1);                           \
     LOOM_BLOCKS(0, vec_n_, blk_elems_, STMT);                                  \
     for (size_t i = vec_n_; i < (n); i++)                                      \
@@ -194,18 +176,18 @@ typedef void (*loom_kernel_fn)(void *dst, const void *a, const void *b,
 #define DEFINE_KERNEL(NAME, T, OP, ATTR)                                       \
   ATTR LOOM_NOINLINE static void NAME##_abc(                                   \
       T *restrict d, const T *restrict a, const T *restrict b, size_t n) {     \
-    LOOM_KERNEL_LOOP(T, n, d[i] = OP(T, a[i], b[i]));                          \
+    LOOM_LOOP(T, n, d[i] = OP(T, a[i], b[i]));                                 \
   }                                                                            \
   ATTR LOOM_NOINLINE static void NAME##_da(T *restrict d, const T *restrict b, \
                                            size_t n) {                         \
-    LOOM_KERNEL_LOOP(T, n, d[i] = OP(T, d[i], b[i]));                          \
+    LOOM_LOOP(T, n, d[i] = OP(T, d[i], b[i]));                                 \
   }                                                                            \
   ATTR LOOM_NOINLINE static void NAME##_db(T *restrict d, const T *restrict a, \
                                            size_t n) {                         \
-    LOOM_KERNEL_LOOP(T, n, d[i] = OP(T, a[i], d[i]));                          \
+    LOOM_LOOP(T, n, d[i] = OP(T, a[i], d[i]));                                 \
   }                                                                            \
   ATTR LOOM_NOINLINE static void NAME##_dab(T *restrict d, size_t n) {         \
-    LOOM_KERNEL_LOOP(T, n, d[i] = OP(T, d[i], d[i]));                          \
+    LOOM_LOOP(T, n, d[i] = OP(T, d[i], d[i]));                                 \
   }                                                                            \
   static void NAME(void *dst, const void *a, const void *b, size_t n) {        \
     if (dst == a && dst == b)                                                  \
@@ -514,7 +496,7 @@ void loom_reduce(void *dst, const void *a, const void *b, size_t count,
   do {                                                                         \
     T *restrict p_ = (T *)(buf);                                               \
     DIV_T n_ = (DIV_T)(n);                                                     \
-    LOOM_LOOP(count, p_[i] = (T)(p_[i] / n_));                                 \
+    LOOM_LOOP(T, count, p_[i] = (T)(p_[i] / n_));                              \
   } while (0)
 
 void loom_scale_avg(void *buf, size_t count, loomDataType_t dt, int nranks) {
@@ -562,7 +544,7 @@ void loom_scale_avg(void *buf, size_t count, loomDataType_t dt, int nranks) {
       break;
     }
 #endif
-    LOOM_LOOP(count, p[i] = loom_float_to_half(loom_half_to_float(p[i]) / n));
+    LOOM_LOOP(uint16_t, count, p[i] = loom_float_to_half(loom_half_to_float(p[i]) / n));
     break;
   }
   case loomBfloat16: {
@@ -574,7 +556,7 @@ void loom_scale_avg(void *buf, size_t count, loomDataType_t dt, int nranks) {
       break;
     }
 #endif
-    LOOM_LOOP(count, p[i] = loom_float_to_bf16(loom_bf16_to_float(p[i]) / n));
+    LOOM_LOOP(uint16_t, count, p[i] = loom_float_to_bf16(loom_bf16_to_float(p[i]) / n));
     break;
   }
   default:

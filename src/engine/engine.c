@@ -259,14 +259,14 @@ static int clobbers_own_send(const struct loom_engine_task *r, const struct loom
                         slice_len(r, st->recv_count, k) * r->esize);
 }
 
-/* Whether slice k of step st's reduce-receive may be read in place: the
- * transport says so for its size, and it need not wait for its own send to
- * leave (in place, above): that send may need the very FIFO cells the
- * reading would free, and the two ranks of a pair would wait on each
- * other. */
-static int may_read_in_place(const struct loom_engine_task *r, const struct loom_step *st, int k) {
+/* Whether slice k of step st's reduce-receive, of `bytes`, may be read in
+ * place: the transport says so for its size, and it need not wait for its
+ * own send to leave (in place, above): that send may need the very FIFO
+ * cells the reading would free, and the two ranks of a pair would wait on
+ * each other. */
+static int may_read_in_place(const struct loom_engine_task *r, const struct loom_step *st, int k,
+                             size_t bytes) {
   const struct loom_peek_ops *peek = r->e->peek;
-  size_t bytes = slice_len(r, st->recv_count, k) * r->esize;
   return peek != NULL && peek->can(r->e->conns[st->recv_peer], bytes) &&
          !clobbers_own_send(r, st, k);
 }
@@ -282,7 +282,7 @@ static loomResult_t post_recvs(struct loom_engine_task *r, int *progressed) {
     size_t n = st->recv_peer >= 0 ? slice_len(r, st->recv_count, k) : 0;
     if (n > 0) {
       struct loom_xfer *x = &r->rx[id];
-      if (st->recv_op == LOOM_RECV_REDUCE && may_read_in_place(r, st, k)) {
+      if (st->recv_op == LOOM_RECV_REDUCE && may_read_in_place(r, st, k, n * r->esize)) {
         x->buf = NULL; /* complete_recvs reduces it from the transport's buffers */
       } else if (st->recv_op == LOOM_RECV_REDUCE) {
         if (r->reduce_inflight == r->e->temp_slots)

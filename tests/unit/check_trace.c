@@ -57,11 +57,21 @@ START_TEST(peers_of_a_plan) {
 }
 END_TEST
 
-/* The coarse clock has moved on after this. */
+/* The coarse clock has moved on after this: it is read until it shows a
+ * later time than at entry.  A fixed sleep of three of its ticks was not
+ * enough: in a busy CI VM the coarse clock stood still over it (its
+ * timekeeping vCPU not running, presumably), and a check of "ended after
+ * started" failed. */
 static void a_few_ticks(void) {
-  struct timespec res;
-  clock_getres(CLOCK_REALTIME_COARSE, &res);
-  usleep((useconds_t)(3 * (res.tv_sec * 1000000 + res.tv_nsec / 1000) + 1000));
+  struct timespec at, now;
+  clock_gettime(CLOCK_REALTIME_COARSE, &at);
+  for (int waited_ms = 0; waited_ms < 10000; waited_ms++) {
+    usleep(1000);
+    clock_gettime(CLOCK_REALTIME_COARSE, &now);
+    if (now.tv_sec > at.tv_sec || (now.tv_sec == at.tv_sec && now.tv_nsec > at.tv_nsec))
+      return;
+  }
+  ck_abort_msg("CLOCK_REALTIME_COARSE did not move in 10 s");
 }
 
 /* A queued call: recorded, started later (its own clock reading) with its

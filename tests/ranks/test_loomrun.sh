@@ -201,7 +201,7 @@ expect_eq "keep-going: one message per failure" 2 "$(grep -cE '^loomrun: rank [0
 # Each rank runs on the CPUs --report-bindings names for it; only CPUs
 # loomrun itself may use count; ranks of different cores share none.
 own_cpus='grep Cpus_allowed_list /proc/$$/status | cut -f2'
-run --bind-to core --report-bindings -n 3 sh -c "$own_cpus" "$MARK"
+run --bind-to core --report-bindings -n 2 sh -c "$own_cpus" "$MARK"
 expect_eq "bind-to core: exit code" 0 "$rc"
 said=$(sed -n 's/^loomrun: rank \([0-9]*\) bound to CPUs \(.*\)$/[\1] \2/p' "$tmp/err" | sort)
 expect_eq "bind-to core: each rank runs where --report-bindings says" "$said" "$(sort "$tmp/out")"
@@ -228,15 +228,28 @@ expect_eq "bind-to numa: each rank runs where --report-bindings says" "$said" "$
 mine=$(sh -c "$own_cpus")
 run --bind-to none -n 2 sh -c "$own_cpus" "$MARK"
 expect_eq "bind-to none: every rank on loomrun's CPUs" "[0] $mine"$'\n'"[1] $mine" "$(sort "$tmp/out")"
-# auto (the default): bound to cores while the ranks fit, else not bound.
+# auto (the default): bound to cores; ranks beyond the cores share one,
+# consecutive ranks together (0 and 1 on the first core).
 run --report-bindings -n 2 sh -c "$own_cpus" "$MARK"
 said=$(sed -n 's/^loomrun: rank \([0-9]*\) bound to CPUs \(.*\)$/[\1] \2/p' "$tmp/err" | sort)
 expect_eq "bind-to auto, 2 ranks: each rank runs where --report-bindings says" "$said" "$(sort "$tmp/out")"
 over=$((ncpu + 1))
 run --report-bindings -n $over sh -c "$own_cpus" "$MARK"
-expect_eq "bind-to auto, $over ranks on $ncpu CPUs: not bound, said so" "$over" \
-  "$(grep -c '^loomrun: rank [0-9]* bound to CPUs any (not bound)$' "$tmp/err")"
-expect_eq "bind-to auto, $over ranks: every rank on loomrun's CPUs" "$over" "$(grep -c " $mine\$" "$tmp/out")"
+said=$(sed -n 's/^loomrun: rank \([0-9]*\) bound to CPUs \(.*\)$/[\1] \2/p' "$tmp/err" | sort)
+expect_eq "bind-to auto, $over ranks on $ncpu CPUs: said that some share a core" \
+  "loomrun: $over ranks outnumber the cores: some share one" "$(grep outnumber "$tmp/err")"
+expect_eq "bind-to auto, $over ranks: each rank runs where --report-bindings says" "$said" \
+  "$(sort "$tmp/out")"
+r0=$(sed -n 's/^\[0\] //p' "$tmp/out"); r1=$(sed -n 's/^\[1\] //p' "$tmp/out")
+last=$(sed -n "s/^\[$ncpu\] //p" "$tmp/out")
+expect_eq "bind-to auto, $over ranks: ranks 0 and 1 share the first core" "$r0" "$r1"
+if [ "$ncpu" -ge 2 ] && [ "$(sort -u /sys/devices/system/cpu/cpu*/topology/core_id | wc -l)" -ge 2 ]; then
+  if [ -n "$last" ] && [ "$last" != "$r0" ]; then
+    pass "bind-to auto, $over ranks: the last rank on another core ($last, rank 0 on $r0)"
+  else
+    fail "bind-to auto, $over ranks: the last rank on rank 0's CPUs ($last / $r0)"
+  fi
+fi
 run --bind-to socket -n 2 true
 expect_eq "bind-to: an unknown value is refused (exit 2)" 2 "$rc"
 expect_eq "bind-to: the message names it" 'loomrun: --bind-to "socket": expected auto, core, numa or none' \

@@ -78,9 +78,10 @@ static int by_core(const void *a, const void *b) {
 
 /* Which of `places` (cores or NUMA nodes) rank r runs on: its own while
  * the ranks fit; else consecutive ranks share one, in blocks that differ
- * by at most one rank.  Neighbours in the rank order (the ring's) then
- * share a core's caches: 4 ranks on 2 cores moved 128 KiB all-reduce in
- * half the time of the round-robin placement (docs/performance.md). */
+ * by at most one rank.  Neighbours in the rank order (a ring's, the
+ * first pairs of halving-doubling) then share a core's caches: 4 ranks
+ * on 2 cores moved 128 KiB all-reduce in half the time of round-robin
+ * placement (docs/performance.md). */
 static int place_of(int r, int nranks, int places) {
   return nranks <= places ? r : (int)((long)r * places / nranks);
 }

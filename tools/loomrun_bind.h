@@ -14,9 +14,9 @@
 #include <stddef.h>
 
 /* AUTO, the default: CORE, whether or not the ranks fit on the cores
- * (measured: docs/performance.md, "Small-message latency was bimodal"; it was NONE
- * for ranks that outnumber the cores until 4 ranks on 2 cores measured
- * better bound). */
+ * (measured: docs/performance.md, "Small-message latency was bimodal").
+ * It was NONE for ranks that outnumber the cores until 4 ranks on 2
+ * cores measured better bound. */
 enum loomrun_bind { LOOMRUN_BIND_AUTO, LOOMRUN_BIND_NONE, LOOMRUN_BIND_CORE, LOOMRUN_BIND_NUMA };
 
 /* "auto", "core", "numa" or "none"; -1 for anything else. */

@@ -209,7 +209,13 @@ ncpu=$(nproc)
 expand_cpus() { # "0-2,5" -> one CPU a line
   printf '%s\n' "$1" | tr ',' '\n' | while IFS=- read -r lo hi; do seq "$lo" "${hi:-$lo}"; done
 }
-if [ "$ncpu" -ge 2 ]; then
+# the cores among loomrun's CPUs (a core's hardware threads count once)
+ncores=$(for c in $(expand_cpus "$(sh -c "$own_cpus")"); do
+  cat "/sys/devices/system/cpu/cpu$c/topology/physical_package_id" \
+    "/sys/devices/system/cpu/cpu$c/topology/core_id" 2>/dev/null | tr '\n' ' '
+  echo
+done | sort -u | wc -l)
+if [ "$ncores" -ge 2 ]; then
   r0=$(sed -n 's/^\[0\] //p' "$tmp/out"); r1=$(sed -n 's/^\[1\] //p' "$tmp/out")
   shared=$( (expand_cpus "$r0"; expand_cpus "$r1") | sort -n | uniq -d | tr '\n' ' ')
   if [ -n "$r0" ] && [ -n "$r1" ] && [ -z "$shared" ]; then
@@ -218,7 +224,7 @@ if [ "$ncpu" -ge 2 ]; then
     fail "bind-to core: ranks 0 and 1 share CPUs ($r0 / $r1: $shared)"
   fi
 else
-  echo "SKIP: bind-to core on different CPUs: one CPU here"
+  echo "SKIP: bind-to core on different CPUs: one core here"
 fi
 taskset -c 0 "$LOOMRUN" --tag-output --bind-to core -n 2 sh -c "$own_cpus" "$MARK" >"$tmp/out" 2>"$tmp/err"
 expect_eq "bind-to core under taskset -c 0: every rank on CPU 0" $'[0] 0\n[1] 0' "$(sort "$tmp/out")"
@@ -243,7 +249,7 @@ expect_eq "bind-to auto, $over ranks: each rank runs where --report-bindings say
 r0=$(sed -n 's/^\[0\] //p' "$tmp/out"); r1=$(sed -n 's/^\[1\] //p' "$tmp/out")
 last=$(sed -n "s/^\[$ncpu\] //p" "$tmp/out")
 expect_eq "bind-to auto, $over ranks: ranks 0 and 1 share the first core" "$r0" "$r1"
-if [ "$ncpu" -ge 2 ] && [ "$(sort -u /sys/devices/system/cpu/cpu*/topology/core_id | wc -l)" -ge 2 ]; then
+if [ "$ncores" -ge 2 ]; then
   if [ -n "$last" ] && [ "$last" != "$r0" ]; then
     pass "bind-to auto, $over ranks: the last rank on another core ($last, rank 0 on $r0)"
   else

@@ -268,17 +268,6 @@ loomResult_t loom_execute_batches(struct loom_batch *bs, int n) {
   return res;
 }
 
-/* Calls that were to be recorded once planned (run at once, alone) but
- * go through a task of several steps or calls: recorded queued now, and
- * marked started when their task is posted. */
-static void trace_queued(struct loom_call *calls, int n) {
-  for (int i = 0; i < n; i++)
-    if (calls[i].trace_at_plan) {
-      calls[i].trace_at_plan = 0;
-      loom_call_trace(&calls[i]);
-    }
-}
-
 /* A run that holds comm's op_lock from its first use of the communicator
  * to its last (so it needs no in-flight count: Abort and Destroy take the
  * lock after waiting for the counted tasks): takes the lock and the
@@ -326,7 +315,6 @@ loomResult_t loom_execute_sendrecv(loomComm_t comm, struct loom_call *calls, int
   if (n < 1 || n > LOOM_P2P_INLINE)
     return loom_error(loomInternalError, LOOM_LOG_COLL, "rank %d: %d sends and receives run "
                       "directly (1 to %d)", comm->rank, n, LOOM_P2P_INLINE);
-  trace_queued(calls, n);
   int caller_rank = direct_enter(comm);
   int idx[LOOM_P2P_INLINE];
   for (int i = 0; i < n; i++)
@@ -340,8 +328,12 @@ loomResult_t loom_execute_sendrecv(loomComm_t comm, struct loom_call *calls, int
                (res = loom_post_sendrecv(comm, calls, idx, n, &p)) == loomSuccess;
   if (posted)
     res = loom_engine_wait(&comm->engine);
-  if (p.user_bufs != NULL) /* as trace_task_ended: the calls share one task */
-    loom_p2p_trace_ended(comm, calls, idx, n, res, comm->engine.waited || n > 1);
+  if (p.user_bufs == NULL && res != loomSuccess) /* failed before they were posted */
+    loom_p2p_trace_started(comm, calls, idx, n);
+  /* the calls share one task and its times: a small one's end is its start
+   * unless the task waited long (the next call's reading is later) */
+  if (p.user_bufs != NULL || res != loomSuccess)
+    loom_p2p_trace_ended(comm, calls, idx, n, res, comm->engine.waited);
   loom_posted_release(&p);
   direct_leave(comm, res, posted && loom_engine_left_intact(&comm->engine), caller_rank);
   return res;
@@ -354,7 +346,7 @@ int loom_execute_is_single(const struct loom_call *c) {
 loomResult_t loom_execute(loomComm_t comm, struct loom_call *calls, int ncalls) {
   if (ncalls == 1 && loom_execute_is_single(&calls[0]))
     return loom_execute_single(comm, &calls[0]);
-  trace_queued(calls, ncalls);
+  loom_calls_trace_queued(calls, ncalls);
   struct loom_batch b;
   b.comm = comm;
   b.calls = calls;

@@ -29,6 +29,14 @@ void loom_call_trace(struct loom_call *c) {
   c->trace_id = loom_trace_record(t, &tc, 0, 0);
 }
 
+void loom_calls_trace_queued(struct loom_call *calls, int n) {
+  for (int i = 0; i < n; i++)
+    if (calls[i].trace_at_plan) {
+      calls[i].trace_at_plan = 0;
+      loom_call_trace(&calls[i]);
+    }
+}
+
 /* The calls of one task start and end together: one clock reading each
  * for all of them. */
 void loom_calls_trace_started(loomComm_t comm, const struct loom_call *calls, int n,
@@ -38,15 +46,20 @@ void loom_calls_trace_started(loomComm_t comm, const struct loom_call *calls, in
     loom_trace_started_at(comm->trace, calls[i].trace_id, p->trace_plan, n, &now);
 }
 
-void loom_p2p_trace_started(loomComm_t comm, const struct loom_call *calls, const int *idx,
-                            int m) {
+void loom_p2p_trace_started(loomComm_t comm, struct loom_call *calls, const int *idx, int m) {
   uint64_t now = 0;
   for (int j = 0; j < m && comm->trace != NULL; j++) {
-    const struct loom_call *c = &calls[idx[j]];
+    struct loom_call *c = &calls[idx[j]];
     /* this call alone: its peer and bytes */
     uint64_t plan = loom_trace_p2p_plan(comm->trace, c->root, c->is_send,
                                         c->count * loom_datatype_size(c->datatype));
-    loom_trace_started_at(comm->trace, c->trace_id, plan, m, &now);
+    if (c->trace_at_plan) { /* run directly: recorded now, in one pass */
+      struct loom_trace_call tc = loom_call_trace_of(c);
+      c->trace_id = loom_trace_record(comm->trace, &tc, m, plan);
+      c->trace_at_plan = 0;
+    } else {
+      loom_trace_started_at(comm->trace, c->trace_id, plan, m, &now);
+    }
   }
 }
 

@@ -228,8 +228,8 @@ loomResult_t loom_self_exchange(loomComm_t comm, const struct loom_call *calls, 
   }
 }
 
-loomResult_t loom_post_sendrecv(loomComm_t comm, const struct loom_call *calls, const int *idx,
-                                int m, struct loom_posted *p) {
+loomResult_t loom_post_sendrecv(loomComm_t comm, struct loom_call *calls, const int *idx, int m,
+                                struct loom_posted *p) {
   LOOM_CHECK(loom_self_exchange(comm, calls, idx, m, 1));
   LOOM_CHECK(loom_execute_ensure_steps(comm, m));
   void **bufs = m <= LOOM_P2P_INLINE ? p->user_inline

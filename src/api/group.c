@@ -41,10 +41,12 @@ loomResult_t loom_issue(struct loom_call *c, const char *fn) {
                       fn);
   }
   /* A call run here and now on host buffers, with nothing queued before it,
-   * is recorded once planned, in one pass (execute.c); the others now, as
-   * queued. */
-  c->trace_at_plan = group_depth == 0 && c->stream == NULL && c->device == loomDeviceHost &&
-                     atomic_load_explicit(&c->comm->inflight, memory_order_relaxed) == 0;
+   * is recorded once planned, in one pass (execute.c), and so is a call of
+   * a group, at loomGroupEnd (where NCCL's group issues its calls); the
+   * others now, as queued. */
+  c->trace_at_plan = group_depth > 0 ||
+                     (c->stream == NULL && c->device == loomDeviceHost &&
+                      atomic_load_explicit(&c->comm->inflight, memory_order_relaxed) == 0);
   if (c->trace_at_plan)
     c->trace_id = 0;
   else
@@ -305,16 +307,30 @@ static void free_calls(struct loom_call *calls, int n) {
     loom_call_free(&calls[i]);
 }
 
-/* Whether a group of one communicator, without a stream, runs directly
- * (loom_execute_sendrecv): a few sends and receives on host buffers. */
+/* Whether a group runs directly (loom_execute_sendrecv): a few sends and
+ * receives on host buffers, of one communicator, without a stream. */
 static int runs_direct(const struct loom_call *calls, int n) {
-  if (n > LOOM_P2P_INLINE || calls[0].stream != NULL)
+  if (n > LOOM_P2P_INLINE)
     return 0;
   for (int i = 0; i < n; i++)
     if (calls[i].coll != LOOM_COLL_SENDRECV || calls[i].device != loomDeviceHost ||
-        calls[i].root == LOOM_PEER_ANY)
+        calls[i].root == LOOM_PEER_ANY || calls[i].comm != calls[0].comm ||
+        calls[i].stream != NULL)
       return 0;
   return 1;
+}
+
+/* Runs such a group (and frees its calls); they are recorded started once
+ * planned, or now, as queued, when they wait for queued work first. */
+static loomResult_t run_direct(struct loom_call *calls, int n) {
+  loomComm_t comm = calls[0].comm;
+  if (atomic_load_explicit(&comm->inflight, memory_order_relaxed) != 0)
+    loom_calls_trace_queued(calls, n);
+  loom_comm_wait_tasks(comm); /* as a call outside a group */
+  loomResult_t res = loom_execute_sendrecv(comm, calls, n);
+  free_calls(calls, n);
+  free(calls);
+  return res;
 }
 
 loomResult_t loomGroupEnd(void) {
@@ -327,6 +343,9 @@ loomResult_t loomGroupEnd(void) {
   int n = group_n;
   group_calls = NULL;
   group_n = group_cap = 0;
+  if (runs_direct(calls, n))
+    return run_direct(calls, n);
+  loom_calls_trace_queued(calls, n); /* before split_batches copies them */
   struct batch *bs = NULL, small[GROUP_STACK_CALLS];
   struct batch *space = n <= GROUP_STACK_CALLS ? small : NULL;
   int nb = 0, took = 0;
@@ -340,15 +359,6 @@ loomResult_t loomGroupEnd(void) {
   if (res != loomSuccess) {
     free_calls(calls, n);
     free(calls);
-    return res;
-  }
-  if (took && runs_direct(calls, n)) {
-    loom_comm_wait_tasks(bs[0].comm); /* as a call outside a group */
-    res = loom_execute_sendrecv(bs[0].comm, calls, n);
-    free_calls(calls, n);
-    free(calls);
-    if (bs != space)
-      free(bs);
     return res;
   }
   if (!took)

@@ -38,8 +38,10 @@ struct loom_call {
   size_t send_bytes, recv_bytes;
   loomDevice_t device;
   uint64_t trace_id; /* its flight-recorder entry (comm_trace.c); 0: none */
-  /* run at once on host buffers with nothing queued before it: recorded
-   * when planned (loom_call_trace_run), not when issued */
+  /* recorded when planned, not when issued: a call run at once on host
+   * buffers with nothing queued before it (loom_call_trace_run), or a
+   * call of a group, recorded at loomGroupEnd (loom_p2p_trace_started for
+   * sends and receives run directly, else loom_calls_trace_queued) */
   unsigned char trace_at_plan;
 };
 
@@ -48,14 +50,18 @@ struct loom_posted;
  * records an issued call as queued (sets c->trace_id; a call run at once
  * is recorded by loom_call_trace_run, comm_trace.h); the others mark
  * queued calls whose task was posted (p's plan; a bucket's calls share
- * it) or calls that ended
+ * it; loom_p2p_trace_started records a send or receive still marked
+ * trace_at_plan, started, in one pass) or calls that ended
  * (timed: read the clock for the end even of a small call,
  * loom_trace_ended). */
 void loom_call_trace(struct loom_call *c);
+/* Calls still marked trace_at_plan that go through a task of several
+ * steps or calls, or a stream: recorded queued now (loom_call_trace), and
+ * marked started when their task is posted. */
+void loom_calls_trace_queued(struct loom_call *calls, int n);
 void loom_calls_trace_started(loomComm_t comm, const struct loom_call *calls, int n,
                               const struct loom_posted *p);
-void loom_p2p_trace_started(loomComm_t comm, const struct loom_call *calls, const int *idx,
-                            int m);
+void loom_p2p_trace_started(loomComm_t comm, struct loom_call *calls, const int *idx, int m);
 void loom_calls_trace_ended(loomComm_t comm, const struct loom_call *calls, int n,
                             loomResult_t res, int timed);
 void loom_p2p_trace_ended(loomComm_t comm, const struct loom_call *calls, const int *idx, int m,
@@ -99,8 +105,8 @@ loomResult_t loom_post_call(loomComm_t comm, const struct loom_call *c, int fp_c
                             struct loom_posted *p);
 /* Posts the sends and receives calls[idx[0..m)) as one task (copies to
  * this rank itself are done here). */
-loomResult_t loom_post_sendrecv(loomComm_t comm, const struct loom_call *calls, const int *idx,
-                                int m, struct loom_posted *p);
+loomResult_t loom_post_sendrecv(loomComm_t comm, struct loom_call *calls, const int *idx, int m,
+                                struct loom_posted *p);
 /* Frees what a posted call owned, once its task has ended. */
 void loom_posted_release(struct loom_posted *p);
 /* Checks the sends and receives of this rank to itself match in order

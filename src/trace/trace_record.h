@@ -48,10 +48,11 @@ static inline struct loom_trace_entry *loom_trace_slot(struct loom_trace *t, uin
 }
 
 /* Records a call: queued (started == 0: issued, to start later on a
- * stream or at loomGroupEnd), or started with its plan (an id from
- * loom_trace_plan_add; 0: none): a communicator call, or a call run at
- * once, recorded once planned, so in one pass.  Returns its id for the
- * updates below (0: t is NULL). */
+ * stream or in a group's batch), or started with its plan (an id from
+ * loom_trace_plan_add; 0: none) as one of `started` calls sharing a task:
+ * a communicator call, or a call run at once (a send and a receive of a
+ * group run directly share one), recorded once planned, so in one pass.
+ * Returns its id for the updates below (0: t is NULL). */
 static inline uint64_t loom_trace_record(struct loom_trace *t, const struct loom_trace_call *c,
                                          int started, uint64_t plan) {
   if (t == NULL)
@@ -72,7 +73,7 @@ static inline uint64_t loom_trace_record(struct loom_trace *t, const struct loom
   atomic_store_explicit(&en->t_queued, now, memory_order_relaxed);
   if (started) {
     en->plan = plan;
-    en->fused = 1;
+    en->fused = (uint16_t)(started < UINT16_MAX ? started : UINT16_MAX);
     atomic_store_explicit(&en->t_started, now, memory_order_relaxed);
   }
   atomic_store_explicit(&en->state, started ? LOOM_TRACE_STARTED : LOOM_TRACE_QUEUED,

@@ -46,16 +46,32 @@ void loom_calls_trace_started(loomComm_t comm, const struct loom_call *calls, in
     loom_trace_started_at(comm->trace, calls[i].trace_id, p->trace_plan, n, &now);
 }
 
+/* The time for the calls of calls[idx[0..m)) still to be recorded (run
+ * directly), read or shared once for all of them: a reading of one taken
+ * before another is recorded would not be after the earlier ones ended,
+ * as the dump takes a shared reading's next own reading to be. */
+static uint64_t p2p_record_clock(struct loom_trace *t, const struct loom_call *calls,
+                                 const int *idx, int m, uint8_t *shared) {
+  int quick = 1;
+  for (int j = 0; j < m; j++)
+    if (calls[idx[j]].trace_at_plan)
+      quick &= calls[idx[j]].send_bytes + calls[idx[j]].recv_bytes <= LOOM_TRACE_SMALL_BYTES;
+  return loom_trace_issue_clock(t, quick, shared);
+}
+
 void loom_p2p_trace_started(loomComm_t comm, struct loom_call *calls, const int *idx, int m) {
-  uint64_t now = 0;
+  uint64_t now = 0, at = 0;
+  uint8_t shared = 0;
   for (int j = 0; j < m && comm->trace != NULL; j++) {
     struct loom_call *c = &calls[idx[j]];
     /* this call alone: its peer and bytes */
     uint64_t plan = loom_trace_p2p_plan(comm->trace, c->root, c->is_send,
                                         c->count * loom_datatype_size(c->datatype));
     if (c->trace_at_plan) { /* run directly: recorded now, in one pass */
+      if (at == 0)
+        at = p2p_record_clock(comm->trace, calls, idx, m, &shared);
       struct loom_trace_call tc = loom_call_trace_of(c);
-      c->trace_id = loom_trace_record(comm->trace, &tc, m, plan);
+      c->trace_id = loom_trace_record_at(comm->trace, &tc, m, plan, at, shared);
       c->trace_at_plan = 0;
     } else {
       loom_trace_started_at(comm->trace, c->trace_id, plan, m, &now);

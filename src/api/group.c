@@ -1,12 +1,13 @@
 /*
  * group.c — issuing calls: at once, on a stream, or recorded between
  * loomGroupStart and loomGroupEnd.  The group state is per thread.  At the
- * outermost loomGroupEnd the recorded calls are split by communicator;
- * each communicator's calls run as one batch (execute.c), queued on their
- * stream or, without one, run to completion here.  The batches of several
- * communicators run together on one thread (the engine drives all their
- * tasks at once), so that one thread can drive every rank of a
- * loomCommInitAll clique.
+ * outermost loomGroupEnd a few sends and receives of one communicator on
+ * host buffers run directly (batch.c); other groups' calls are split by
+ * communicator, and each communicator's calls run as one batch
+ * (execute.c), queued on their stream or, without one, run to completion
+ * here.  The batches of several communicators run together on one thread
+ * (the engine drives all their tasks at once), so that one thread can
+ * drive every rank of a loomCommInitAll clique.
  */
 #include "api/comm.h"
 #include "api/task.h"
@@ -345,7 +346,6 @@ loomResult_t loomGroupEnd(void) {
   group_n = group_cap = 0;
   if (runs_direct(calls, n))
     return run_direct(calls, n);
-  loom_calls_trace_queued(calls, n); /* before split_batches copies them */
   struct batch *bs = NULL, small[GROUP_STACK_CALLS];
   struct batch *space = n <= GROUP_STACK_CALLS ? small : NULL;
   int nb = 0, took = 0;
@@ -361,6 +361,8 @@ loomResult_t loomGroupEnd(void) {
     free(calls);
     return res;
   }
+  for (int b = 0; b < nb; b++) /* in issue order within each communicator */
+    loom_calls_trace_queued(bs[b].calls, bs[b].ncalls);
   if (!took)
     free(calls); /* the batches hold copies of its entries */
   /* Queue the stream batches; run the host batches in parallel. */

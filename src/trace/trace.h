@@ -47,8 +47,8 @@ struct loom_trace_call {
   uint8_t is_send;
   uint8_t on_stream; /* queued on a stream rather than run at once */
   /* it reads and writes at most LOOM_TRACE_SMALL_BYTES of this rank's
-   * buffers: alone in its task and never waiting long, it ends a moment
-   * after it starts */
+   * buffers: alone in its task (or in a group run directly) and never
+   * waiting long, it ends a moment after it starts */
   uint8_t small;
   int32_t root;      /* root or send/recv peer; -1 none */
   uint64_t count;

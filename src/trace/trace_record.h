@@ -52,9 +52,11 @@ static inline struct loom_trace_entry *loom_trace_slot(struct loom_trace *t, uin
  * loom_trace_plan_add; 0: none) as one of `started` calls sharing a task:
  * a communicator call, or a call run at once (a send and a receive of a
  * group run directly share one), recorded once planned, so in one pass.
+ * `now` is its time, from loom_trace_issue_clock (`shared` as it says).
  * Returns its id for the updates below (0: t is NULL). */
-static inline uint64_t loom_trace_record(struct loom_trace *t, const struct loom_trace_call *c,
-                                         int started, uint64_t plan) {
+static inline uint64_t loom_trace_record_at(struct loom_trace *t, const struct loom_trace_call *c,
+                                            int started, uint64_t plan, uint64_t now,
+                                            uint8_t shared) {
   if (t == NULL)
     return 0;
   int p2p = c->coll == LOOM_COLL_SENDRECV;
@@ -69,7 +71,7 @@ static inline uint64_t loom_trace_record(struct loom_trace *t, const struct loom
   atomic_thread_fence(memory_order_release); /* a reader that sees the new fields sees 0 */
   en->seq = (uint32_t)(p2p ? before >> 32 : before & 0xffffffffu);
   en->call = *c;
-  uint64_t now = loom_trace_issue_clock(t, started && c->small, &en->clock_shared);
+  en->clock_shared = shared;
   atomic_store_explicit(&en->t_queued, now, memory_order_relaxed);
   if (started) {
     en->plan = plan;
@@ -84,6 +86,17 @@ static inline uint64_t loom_trace_record(struct loom_trace *t, const struct loom
   __builtin_prefetch(next, 1, 3);
   __builtin_prefetch(next + 64, 1, 3);
   return id;
+}
+
+/* loom_trace_record_at with the call's own time: shared with earlier
+ * calls when it is small and started (run at once). */
+static inline uint64_t loom_trace_record(struct loom_trace *t, const struct loom_trace_call *c,
+                                         int started, uint64_t plan) {
+  if (t == NULL)
+    return 0;
+  uint8_t shared;
+  uint64_t now = loom_trace_issue_clock(t, started && c->small, &shared);
+  return loom_trace_record_at(t, c, started, plan, now, shared);
 }
 
 /* The clock for the calls of one task, read at most once: *now is 0
@@ -116,7 +129,8 @@ static inline void loom_trace_started(struct loom_trace *t, uint64_t id, uint64_
 
 /* The call's task ended with res (blamed: the rank a failure names, -1).
  * The clock is read for a failure, for a call that is not small, and
- * when `timed` (its task waited long or held other calls too); otherwise
+ * when `timed` (its task waited long, or a batch's task held other calls
+ * too; a group run directly is one quick task); otherwise
  * the call ended a moment after it started, and its start time, at the
  * coarse clock's resolution, is its end time.  *now (0: not read yet) is
  * the task's end, shared by its calls. */

@@ -55,7 +55,7 @@ static uint64_t p2p_record_clock(struct loom_trace *t, const struct loom_call *c
   int quick = 1;
   for (int j = 0; j < m; j++)
     if (calls[idx[j]].trace_at_plan)
-      quick &= calls[idx[j]].send_bytes + calls[idx[j]].recv_bytes <= LOOM_TRACE_SMALL_BYTES;
+      quick &= loom_call_trace_small(&calls[idx[j]]);
   return loom_trace_issue_clock(t, quick, shared);
 }
 

@@ -11,6 +11,11 @@
 #include "core/coll.h"
 #include "trace/trace.h"
 
+/* Whether call c is small to the recorder (loom_trace_call's `small`). */
+static inline int loom_call_trace_small(const struct loom_call *c) {
+  return c->send_bytes + c->recv_bytes <= LOOM_TRACE_SMALL_BYTES;
+}
+
 /* What call c asks for, as the recorder keeps it. */
 static inline struct loom_trace_call loom_call_trace_of(const struct loom_call *c) {
   return (struct loom_trace_call){
@@ -22,7 +27,7 @@ static inline struct loom_trace_call loom_call_trace_of(const struct loom_call *
       .count = c->coll == LOOM_COLL_BARRIER ? 0 : c->count,
       .device = (int8_t)c->device,
       .on_stream = c->stream != NULL,
-      .small = c->send_bytes + c->recv_bytes <= LOOM_TRACE_SMALL_BYTES,
+      .small = (uint8_t)loom_call_trace_small(c),
   };
 }
 

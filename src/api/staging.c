@@ -149,7 +149,7 @@ static loomResult_t make_regions(struct loom_stage *st, const struct loom_device
   qsort(r->v, (size_t)all->n, sizeof *r->v, by_start);
   r->n = merge(r->v, all->n);
   for (int i = 0; i < r->n; i++) {
-    void *b;
+    void *b = NULL; /* (set on success: LTO cannot see it) */
     LOOM_CHECK(loom_stage_block(st, ops, r->v[i].n, &b));
     r->block[i] = b;
   }

@@ -375,7 +375,7 @@ static void drive_with(struct loom_engine *const *es, int n, const struct drive_
 static loomResult_t drive_engines(struct loom_engine *const *es, int n,
                                   const struct drive_next *nx) {
   if (n == 1) {
-    struct loom_engine_task *r, *still[1];
+    struct loom_engine_task *r = NULL, *still[1]; /* (r: set by drive_with) */
     struct pollfd fds[ENGINE_MAX_POLL_FDS + 2];
     int notice_at[1];
     unsigned char live;

@@ -32,23 +32,31 @@ static GROUP_TLS struct loom_call *group_spare;
 static GROUP_TLS int group_spare_cap, group_spare_keyed;
 static pthread_key_t spare_key;
 static pthread_once_t spare_once = PTHREAD_ONCE_INIT;
+static int spare_key_made;
 
 static void spare_free(void *unused) {
   free(group_spare);
   group_spare = NULL;
+  group_spare_keyed = 0; /* a group run by a later destructor keys it again */
 }
 
 static void spare_key_make(void) {
-  if (pthread_key_create(&spare_key, spare_free) != 0)
-    spare_key = (pthread_key_t)-1; /* (the spare is then not kept) */
+  spare_key_made = pthread_key_create(&spare_key, spare_free) == 0;
+}
+
+/* Unloaded (dlclose): no thread may call spare_free once its code is gone
+ * (the spares of threads still running are left to them). */
+__attribute__((destructor)) static void spare_key_drop(void) {
+  if (spare_key_made)
+    pthread_key_delete(spare_key);
 }
 
 /* Keeps calls (room for cap) as the thread's spare, or frees it. */
 static void spare_keep(struct loom_call *calls, int cap) {
   if (!group_spare_keyed) { /* its key's destructor frees it at thread exit */
     pthread_once(&spare_once, spare_key_make);
-    group_spare_keyed = spare_key != (pthread_key_t)-1 &&
-                        pthread_setspecific(spare_key, &group_spare_keyed) == 0;
+    group_spare_keyed =
+        spare_key_made && pthread_setspecific(spare_key, &group_spare_keyed) == 0;
   }
   if (group_spare != NULL || !group_spare_keyed) {
     free(calls);

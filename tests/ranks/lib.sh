@@ -12,6 +12,18 @@ run_ranks() {
   n=$1; t=$2; shift 2
   out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --tag-output --timeout "$t" -n "$n" "$@" 2>&1)
   rc=$?
+  sanitizer_check "$n ranks of $*"
+}
+
+# A sanitizer's report anywhere in a launch's output fails the script,
+# whatever the lines its checks count say: LeakSanitizer reports at exit,
+# after a rank printed "ok", and the checks do not look at $rc.
+sanitizer_check() {
+  case $out in
+  *"ERROR: LeakSanitizer"* | *"ERROR: AddressSanitizer"* | *"runtime error:"*)
+    fail "a sanitizer reported an error: $*"
+    printf '%s\n' "$out" | grep -A14 -E "ERROR: (Leak|Address)Sanitizer|runtime error:" | head -60 ;;
+  esac
 }
 
 # run_ranks, but a rank that fails does not end the others: each says why.
@@ -19,6 +31,7 @@ run_ranks_keep() {
   n=$1; t=$2; shift 2
   out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --tag-output --keep-going --timeout "$t" -n "$n" "$@" 2>&1)
   rc=$?
+  sanitizer_check "$n ranks of $*"
 }
 # expect_init_fail N PATTERN WHAT — every rank's init failed saying PATTERN.
 expect_init_fail() {

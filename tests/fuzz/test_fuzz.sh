@@ -31,7 +31,7 @@ mkdir -p "$work/lib"
 if [ ! -f "$work/lib/Makefile" ]; then
   echo "configuring the fuzz build (clang) in $work/lib"
   (cd "$work/lib" && "$srcdir/configure" CC=clang CFLAGS="$flags -fsanitize=fuzzer-no-link" \
-     --without-torch --without-cuda --without-mpi >configure.log 2>&1) ||
+     --without-torch --without-cuda --without-mpi --disable-lto >configure.log 2>&1) ||
     { tail -20 "$work/lib/configure.log"; echo "FAIL: configure"; exit 1; }
 fi
 make -C "$work/lib" -j"$(nproc)" libloom_internal.la >"$work/lib/make.log" 2>&1 ||

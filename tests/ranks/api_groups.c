@@ -70,8 +70,8 @@ static unsigned rnd(unsigned n) {
 /* Groups of 1 and 3 sends to itself with their receives, run directly on
  * a thread of their own, which then exits: each thread keeps the array of
  * its last such group for the next (group.c), grown here from room for 4
- * calls to room for 8 (6 calls), and frees it when it exits (LeakSanitizer in the ASan pass says so
- * otherwise). */
+ * calls to room for 8 (6 calls), and frees it when it exits (LeakSanitizer
+ * in the ASan pass says so otherwise). */
 static void *self_groups_thread(void *arg) {
   loomComm_t comm = arg;
   for (int k = 0; k < 3; k++) {

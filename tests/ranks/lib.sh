@@ -7,17 +7,37 @@ export LOOM_SOCKET_IFNAME="${LOOM_SOCKET_IFNAME:-lo}"
 failures=0
 
 # run_ranks N TIMEOUT_S prog args... — output in $out (every line tagged
-# "[rank] ": --tag-output), status in $rc
-run_ranks() {
-  n=$1; t=$2; shift 2
-  out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --tag-output --timeout "$t" -n "$n" "$@" 2>&1)
+# "[rank] ": --tag-output), status in $rc.  The launch must exit 0: a rank
+# that crashes or fails after printing the lines a check counts fails the
+# script.  run_ranks_failing: the launch must fail (exit non-zero), as a
+# test of an error expects; its checks then say which error.
+run_ranks() { launch_ranks 0 "" "$@"; }
+run_ranks_failing() { launch_ranks fail "" "$@"; }
+
+# launch_ranks WANT LOOMRUN_FLAG N TIMEOUT_S prog args... — WANT is 0 or
+# "fail" (any non-zero status)
+launch_ranks() {
+  want=$1; flag=$2; n=$3; t=$4; shift 4
+  out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --tag-output ${flag:+"$flag"} --timeout "$t" -n "$n" "$@" 2>&1)
   rc=$?
   sanitizer_check "$n ranks of $*"
+  exit_check "$want" "$n ranks of $*"
+}
+
+# exit_check WANT WHAT — $rc is what WANT (0 or "fail") says.
+exit_check() {
+  if [ "$1" = fail ] && [ "$rc" -eq 0 ]; then
+    fail "$2: the launch exited 0 where it should have failed"
+  elif [ "$1" != fail ] && [ "$rc" -ne 0 ]; then
+    fail "$2: the launch exited $rc"
+    printf '%s\n' "$out" | tail -n 30
+  fi
 }
 
 # A sanitizer's report anywhere in a launch's output fails the script,
 # whatever the lines its checks count say: LeakSanitizer reports at exit,
-# after a rank printed "ok", and the checks do not look at $rc.
+# after a rank printed "ok", and a launch that is meant to fail may fail
+# for that reason too.
 sanitizer_check() {
   case $out in
   *"ERROR: LeakSanitizer"* | *"ERROR: AddressSanitizer"* | *"runtime error:"*)
@@ -27,12 +47,8 @@ sanitizer_check() {
 }
 
 # run_ranks, but a rank that fails does not end the others: each says why.
-run_ranks_keep() {
-  n=$1; t=$2; shift 2
-  out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --tag-output --keep-going --timeout "$t" -n "$n" "$@" 2>&1)
-  rc=$?
-  sanitizer_check "$n ranks of $*"
-}
+run_ranks_keep() { launch_ranks 0 --keep-going "$@"; }
+run_ranks_keep_failing() { launch_ranks fail --keep-going "$@"; }
 # expect_init_fail N PATTERN WHAT — every rank's init failed saying PATTERN.
 expect_init_fail() {
   if [ "$rc" -ne 0 ]; then

@@ -10,7 +10,7 @@ expect_count "init failed after .*ranks 3 (1 of 4) never arrived" 3 "every rank 
 
 # While it waits, the root says every 10 s who is missing and how long is left
 # (fault_test itself then fails: it holds a 2 s timeout to under 10 s).
-LOOM_BOOTSTRAP_TIMEOUT=12 run_ranks 3 60 "$FT" --missing
+LOOM_BOOTSTRAP_TIMEOUT=12 run_ranks_failing 3 60 "$FT" --missing
 expect_count "bootstrap root .*: still waiting for ranks 3 (1 of 4) after [0-9]* s; giving up in [0-9]* s (LOOM_BOOTSTRAP_TIMEOUT)" 1 \
   "a waiting root names the missing rank every 10 s"
 

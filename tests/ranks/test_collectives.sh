@@ -82,7 +82,7 @@ LOOM_ALGO=allreduce:rd run_ranks 3 300 "$CT" -c allreduce -s 1,70001 -t float32 
 expect_count "cases passed" 3 "LOOM_ALGO rd on 3 ranks falls back"
 expect_count "allreduce cannot use rd on 3 ranks" 1 "LOOM_ALGO rd on 3 ranks: WARN once"
 # A spec that does not parse fails init on every rank with the reason.
-LOOM_ALGO=allgather:tree run_ranks 2 60 "$CT" -c allreduce -s 1
+LOOM_ALGO=allgather:tree run_ranks_failing 2 60 "$CT" -c allreduce -s 1
 if [ "$rc" -ne 0 ] && printf '%s\n' "$out" | grep -q 'LOOM_ALGO="allgather:tree": allgather has no algorithm tree'; then
   pass "LOOM_ALGO=allgather:tree: init fails, saying why"
 else
@@ -108,7 +108,7 @@ LOOM_DEBUG=TRACE LOOM_ALGO=allreduce:ring LOOM_NCHANNELS=2 run_ranks 4 300 \
   -s 1021,300007 -t float32 -o sum,avg
 expect_count "cases passed" 4 "LOOM_NCHANNELS=2, ring all-reduce on 2 nodes x 2 ranks"
 expect_count "\[0\] .*allreduce count 300007 float32: ring (by node, channels)" 4 "LOOM_NCHANNELS=2: the channel rings ran (sum, avg; in and out of place)"
-LOOM_PROTO=gather:LL run_ranks 2 60 "$CT" -c allreduce -s 1
+LOOM_PROTO=gather:LL run_ranks_failing 2 60 "$CT" -c allreduce -s 1
 if [ "$rc" -ne 0 ] && printf '%s\n' "$out" | grep -q 'LOOM_PROTO="gather:LL": "gather" is not a collective with a choice of protocol'; then
   pass "LOOM_PROTO=gather:LL: init fails, saying why"
 else

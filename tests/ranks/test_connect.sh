@@ -47,12 +47,12 @@ fi
 # are refused, those it would have connected to learn it from the
 # bootstrap; every one names it.
 for victim in 0 3; do
-  LOOMRUN_ARGS= run_ranks_keep 4 120 "$FT" --kill-early $victim
+  LOOMRUN_ARGS= run_ranks_keep_failing 4 120 "$FT" --kill-early $victim
   expect_count "noticed rank $victim's death" 3 "lazy: rank $victim killed before any connection: the 3 others name it"
 done
 
 # --keep-going: every rank says why, none is killed before it prints
-LOOM_CONNECT=sometimes run_ranks_keep 2 60 "$CT"
+LOOM_CONNECT=sometimes run_ranks_keep_failing 2 60 "$CT"
 expect_init_fail 2 "LOOM_CONNECT=sometimes: must be \"lazy\"" "a bad LOOM_CONNECT fails init saying what it takes"
 
 unset LOOM_SHM_DISABLE

@@ -110,28 +110,28 @@ expect_count "loaded transport module" 0 "loom-topo --no-ofi: no module loaded"
 
 # ---- (d) modules that cannot be used: init fails saying what to do ------------------------
 mkdir "$tmp/empty" "$tmp/junk" "$tmp/nolib"
-LOOM_NET=ofi LOOM_MODULE_PATH="$tmp/empty" run_ranks_keep 2 30 "$CT" -s 1
+LOOM_NET=ofi LOOM_MODULE_PATH="$tmp/empty" run_ranks_keep_failing 2 30 "$CT" -s 1
 expect_init_fail 2 "LOOM_NET=ofi: cannot load libloom-net-ofi.so: it is in none of $tmp/empty (LOOM_MODULE_PATH): install Loom's ofi module there, or set LOOM_MODULE_PATH to its directory, or unset LOOM_NET" \
   "a missing ofi module: init fails naming the file and where it was looked for"
 if built ib; then
-  LOOM_NET=ib LOOM_MODULE_PATH="$tmp/empty" run_ranks_keep 2 30 "$CT" -s 1
+  LOOM_NET=ib LOOM_MODULE_PATH="$tmp/empty" run_ranks_keep_failing 2 30 "$CT" -s 1
   expect_init_fail 2 "LOOM_NET=ib: cannot load libloom-net-ib.so: it is in none of $tmp/empty" \
     "a missing ib module: init fails naming the file"
 fi
 if command -v perl >/dev/null; then
   # The real module, its libfabric.so.1 renamed: as on a host without libfabric.
   perl -pe 's/libfabric\.so\.1/libfabriX.so.1/g' <"$OFI_MOD" >"$tmp/nolib/libloom-net-ofi.so"
-  LOOM_NET=ofi LOOM_MODULE_PATH="$tmp/nolib" run_ranks_keep 2 30 "$CT" -s 1
+  LOOM_NET=ofi LOOM_MODULE_PATH="$tmp/nolib" run_ranks_keep_failing 2 30 "$CT" -s 1
   expect_init_fail 2 "LOOM_NET=ofi: cannot load libloom-net-ofi.so (libfabriX.so.1: cannot open shared object file.*): install libfabric1 (Debian, Ubuntu) or libfabric (RPM), or unset LOOM_NET" \
     "the ofi module without its libfabric: init fails naming the package"
 else
   echo "SKIP: the ofi module without its libfabric (no perl to rename the library)"
 fi
 echo "not a module" >"$tmp/junk/libloom-net-ofi.so"
-LOOM_NET=ofi LOOM_MODULE_PATH="$tmp/junk" run_ranks_keep 2 30 "$CT" -s 1
+LOOM_NET=ofi LOOM_MODULE_PATH="$tmp/junk" run_ranks_keep_failing 2 30 "$CT" -s 1
 expect_init_fail 2 "LOOM_NET=ofi: cannot load libloom-net-ofi.so ($tmp/junk/libloom-net-ofi.so: .*): the file is damaged or not a module of this machine; reinstall Loom" \
   "a damaged module file: refused"
-LOOM_NET=ofi LOOM_MODULE_PATH="$TESTBIN/modules/.libs" run_ranks_keep 2 30 "$CT" -s 1
+LOOM_NET=ofi LOOM_MODULE_PATH="$TESTBIN/modules/.libs" run_ranks_keep_failing 2 30 "$CT" -s 1
 expect_init_fail 2 "LOOM_NET=ofi: cannot load libloom-net-ofi.so: .*/libloom-net-ofi.so comes from another build of Loom (Loom 0.0.0-other, module ABI 1, 1 settings; this library: Loom [0-9.]*" \
   "a module of another Loom build: refused, naming both"
 check_no_leftovers coll_test

@@ -63,7 +63,7 @@ expect_count "LOOM INFO rank [0-3]: 1 peer(s) over shm, 2 over ofi (LOOM_NET=ofi
 # ---- failures: named, within the timeout ------------------------------------------
 for k in "3 1" "2 0"; do
   set -- $k
-  run_ranks_keep $1 60 "$FT" --kill $2
+  run_ranks_keep_failing $1 60 "$FT" --kill $2
   expect_count "noticed rank $2's death" $(($1 - 1)) "ofi: $1 ranks, rank $2 killed: the others name it"
 done
 run_ranks_keep 3 60 "$FT" --stall 2 1500
@@ -82,42 +82,42 @@ expect_count "LOOM INFO rank [0-2]: 0 peer(s) over shm, 2 over plugin tcpplug (L
   "plugin tcpplug: every peer over it"
 LOOM_SHM_DISABLE=0 LOOM_NET_PLUGIN=tcpplug run_ranks 4 120 sh -c "$per_node2" "$CT" $SMALL
 expect_count "cases passed" 4 "plugin tcpplug: 2 nodes x 2 ranks, shm inside"
-LOOM_NET_PLUGIN=tcpplug run_ranks_keep 3 60 "$FT" --kill 1
+LOOM_NET_PLUGIN=tcpplug run_ranks_keep_failing 3 60 "$FT" --kill 1
 expect_count "noticed rank 1's death" 2 "plugin tcpplug: rank 1 killed, the others name it"
 
 # ---- refusals ---------------------------------------------------------------------
-LOOM_NET_PLUGIN=nonexistent run_ranks_keep 2 30 "$CT" -s 1
+LOOM_NET_PLUGIN=nonexistent run_ranks_keep_failing 2 30 "$CT" -s 1
 expect_init_fail 2 "invalid argument: LOOM_NET_PLUGIN=nonexistent: cannot load libloom-net-nonexistent.so" \
   "LOOM_NET_PLUGIN=nonexistent: init fails on every rank, naming the file"
-LOOM_NET_PLUGIN=badversion run_ranks_keep 2 30 "$CT" -s 1
+LOOM_NET_PLUGIN=badversion run_ranks_keep_failing 2 30 "$CT" -s 1
 expect_init_fail 2 "libloom-net-badversion.so was built for transport API version 3 (loom_net_plugin_v3), this Loom speaks version [0-9]" \
   "LOOM_NET_PLUGIN=badversion: refused, naming both versions"
-LOOM_NET_PLUGIN=badsize run_ranks_keep 2 30 "$CT" -s 1
+LOOM_NET_PLUGIN=badsize run_ranks_keep_failing 2 30 "$CT" -s 1
 expect_init_fail 2 "libloom-net-badsize.so: loom_net_plugin_v[0-9]* has struct_size 16, less than version [0-9]*'s [0-9]* bytes" \
   "LOOM_NET_PLUGIN=badsize: a table smaller than this version's refused, naming both sizes"
-LOOM_NET_PLUGIN=tcpplug LOOM_NET=tcp run_ranks_keep 2 30 "$CT" -s 1
+LOOM_NET_PLUGIN=tcpplug LOOM_NET=tcp run_ranks_keep_failing 2 30 "$CT" -s 1
 expect_init_fail 2 "both choose the transport between nodes: unset one" "LOOM_NET and LOOM_NET_PLUGIN together: refused"
 unset LD_LIBRARY_PATH
 if ls /sys/class/infiniband/* >/dev/null 2>&1; then
   echo "SKIP: LOOM_NET=ib without a device (this machine has an RDMA device)"
 else
-  LOOM_NET=ib run_ranks_keep 2 30 "$CT" -s 1
+  LOOM_NET=ib run_ranks_keep_failing 2 30 "$CT" -s 1
   expect_init_fail 2 "LOOM_NET=ib, but \(this Loom was built without the ibverbs transport\|the ibverbs transport cannot run here\)" \
     "LOOM_NET=ib without an RDMA device: init fails saying why"
 fi
-LOOM_NET=infiniband run_ranks_keep 2 30 "$CT" -s 1
+LOOM_NET=infiniband run_ranks_keep_failing 2 30 "$CT" -s 1
 expect_init_fail 2 "invalid argument: LOOM_NET=\"infiniband\": expected tcp, ofi or ib" "LOOM_NET=infiniband: refused"
-LOOM_NET=ofi LOOM_OFI_PROVIDER=nonesuch run_ranks_keep 2 30 "$CT" -s 1
+LOOM_NET=ofi LOOM_OFI_PROVIDER=nonesuch run_ranks_keep_failing 2 30 "$CT" -s 1
 expect_init_fail 2 "LOOM_OFI_PROVIDER=\"nonesuch\" matches none of the providers found: .*tcp;ofi_rxm" \
   "LOOM_OFI_PROVIDER=nonesuch: init fails listing the providers found"
-LOOM_NET=ofi LOOM_OFI_DOMAIN=nosuch run_ranks_keep 2 30 "$CT" -s 1
+LOOM_NET=ofi LOOM_OFI_DOMAIN=nosuch run_ranks_keep_failing 2 30 "$CT" -s 1
 expect_init_fail 2 "invalid argument: ofi: rank [01]: LOOM_OFI_DOMAIN=nosuch: no provider has that domain; the domains found: .*\blo\b" \
   "LOOM_OFI_DOMAIN=nosuch: init fails listing the domains found"
-LOOM_NET=ofi LOOM_OFI_PROVIDER='tcp,' run_ranks_keep 2 30 "$CT" -s 1
+LOOM_NET=ofi LOOM_OFI_PROVIDER='tcp,' run_ranks_keep_failing 2 30 "$CT" -s 1
 expect_init_fail 2 "invalid argument: ofi: rank [01]: LOOM_OFI_PROVIDER=\"tcp,\": an empty name" \
   "LOOM_OFI_PROVIDER='tcp,': refused"
 # Ranks that disagree: rank 0 on ofi, rank 1 on tcp.
-run_ranks_keep 2 30 sh -c '[ "$LOOM_RANK" = 0 ] && export LOOM_NET=ofi; exec "$0" "$@"' "$CT" -s 1
+run_ranks_keep_failing 2 30 sh -c '[ "$LOOM_RANK" = 0 ] && export LOOM_NET=ofi; exec "$0" "$@"' "$CT" -s 1
 expect_init_fail 2 "rank [01] uses the transport \(ofi\|tcp\) between nodes (.*) but rank [01] uses \(tcp\|ofi\): set LOOM_NET" \
   "LOOM_NET=ofi on one rank only: both ranks refuse, naming the other's transport"
 

@@ -189,7 +189,7 @@ for d in "${dirs[@]}"; do
     path_nogp=$path_nogp:$d
   fi
 done
-PATH=$path_nogp run_ranks 2 30 "$LOOMPERF" -b 8 -e 64 -n 1 -w 0 --plot "$tmp/no.png"
+PATH=$path_nogp run_ranks_failing 2 30 "$LOOMPERF" -b 8 -e 64 -n 1 -w 0 --plot "$tmp/no.png"
 expect_count "^\[0\] loom-perf: --plot needs gnuplot, which is not on PATH: install it" 1 \
   "loom-perf --plot without gnuplot: clear message"
 [ "$rc" -ne 0 ] && pass "loom-perf --plot without gnuplot: nonzero exit" || fail "--plot without gnuplot: rc 0"
@@ -218,7 +218,7 @@ else
       "$mpirun" --timeout 90 --oversubscribe --allow-run-as-root -np "$n" "$LOOMPERF" "$@" 2>&1)
     rc=$?
   }
-  run_ranks 2 30 "$LOOMPERF" --peer mpi -b 8 -e 8
+  run_ranks_failing 2 30 "$LOOMPERF" --peer mpi -b 8 -e 8
   # Every rank prints it, but loomrun may kill the others once one exits.
   got=$(printf '%s\n' "$out" | grep -c "^\[[01]\] loom-perf: --peer mpi needs MPI's own launcher: run 'mpirun -np 2")
   [ "$got" -ge 1 ] && [ "$rc" -ne 0 ] && pass "loom-perf --peer mpi under loomrun: refused, naming mpirun" ||

@@ -61,7 +61,7 @@ check_record "$tmp/rec" 3 2000
 LOOM_TRACE_BUFFER=3 run_ranks 3 60 "$TT" record "$tmp/wrap"
 check_record "$tmp/wrap" 3 3
 [ "$got" = ok ] && pass "LOOM_TRACE_BUFFER=3 keeps the last 3 of 8 calls" || fail "the ring's wrap: $got"
-LOOM_TRACE_BUFFER=0 run_ranks_keep 3 60 "$TT" record "$tmp/off"
+LOOM_TRACE_BUFFER=0 run_ranks_keep_failing 3 60 "$TT" record "$tmp/off"
 expect_count "FAIL: loomCommDump.*invalid usage: .*flight recorder is off (LOOM_TRACE_BUFFER=0)" 3 \
   "LOOM_TRACE_BUFFER=0: loomCommDump says the recorder is off (rc $rc)"
 LOOM_TRACE_DUMP_DIR=$tmp run_ranks 1 30 "$TT" args -

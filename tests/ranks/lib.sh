@@ -15,21 +15,30 @@ run_ranks() { launch_ranks 0 "" "$@"; }
 run_ranks_failing() { launch_ranks fail "" "$@"; }
 
 # launch_ranks WANT LOOMRUN_FLAG N TIMEOUT_S prog args... — WANT is 0 or
-# "fail" (any non-zero status)
+# "fail" (a non-zero status other than a timeout's)
 launch_ranks() {
-  want=$1; flag=$2; n=$3; t=$4; shift 4
+  local want=$1 flag=$2
+  n=$3; t=$4; shift 4
   out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --tag-output ${flag:+"$flag"} --timeout "$t" -n "$n" "$@" 2>&1)
   rc=$?
   sanitizer_check "$n ranks of $*"
   exit_check "$want" "$n ranks of $*"
 }
 
-# exit_check WANT WHAT — $rc is what WANT (0 or "fail") says.
+# exit_check WANT WHAT — $rc is what WANT (0 or "fail") says.  A launch
+# meant to fail must end by itself: 124 (loomrun's --timeout, or the outer
+# timeout) is a hang, whatever lines its ranks printed first.
 exit_check() {
-  if [ "$1" = fail ] && [ "$rc" -eq 0 ]; then
-    fail "$2: the launch exited 0 where it should have failed"
+  local why=""
+  if [ "$rc" -eq 124 ]; then
+    why="timed out after $t s"
+  elif [ "$1" = fail ] && [ "$rc" -eq 0 ]; then
+    why="exited 0 where it should have failed"
   elif [ "$1" != fail ] && [ "$rc" -ne 0 ]; then
-    fail "$2: the launch exited $rc"
+    why="exited $rc"
+  fi
+  if [ -n "$why" ]; then
+    fail "$2: the launch $why"
     printf '%s\n' "$out" | tail -n 30
   fi
 }

@@ -5,14 +5,9 @@
 . "$(dirname "$0")/lib.sh"
 FT="$TESTBIN/ranks/fault_test"
 kill_case() { # n victim
-  LOOMRUN_ARGS= run_ranks_keep $1 120 "$FT" --kill $2
+  LOOMRUN_ARGS= run_ranks_keep_failing $1 120 "$FT" --kill $2
   expect_count "noticed rank $2's death" $(($1 - 1)) "$1 ranks, rank $2 killed: every other rank names it"
   expect_count "rank $2 (pid [0-9]*) killed by signal 9" 1 "loomrun reports the killed rank"
-}
-run_ranks_keep() {
-  n=$1; t=$2; shift 2
-  out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --tag-output --keep-going --timeout "$t" -n "$n" "$@" 2>&1)
-  rc=$?
 }
 # Every case over shared memory (the default on one host), then over TCP.
 for shm_off in 0 1; do
@@ -39,12 +34,12 @@ unset LOOM_SHM_DISABLE
 # group before its end, and a rank frozen by SIGSTOP (over shared memory
 # and TCP); every survivor names it within its bound.
 PT="$TESTBIN/ranks/phase_test"
-LOOM_BOOTSTRAP_TIMEOUT=5 run_ranks_keep 4 60 "$PT" --die-in split 2
+LOOM_BOOTSTRAP_TIMEOUT=5 run_ranks_keep_failing 4 60 "$PT" --die-in split 2
 expect_count ": split ok after" 3 "rank 2 dies instead of splitting: the 3 others' split fails naming it"
-run_ranks_keep 4 60 "$PT" --die-in group 1
+run_ranks_keep_failing 4 60 "$PT" --die-in group 1
 expect_count ": group ok after" 3 "rank 1 dies inside a group: the 3 others' loomGroupEnd fails naming it"
 for shm_off in 0 1; do
-  LOOM_SHM_DISABLE=$shm_off run_ranks_keep 4 60 "$PT" --sigstop 2
+  LOOM_SHM_DISABLE=$shm_off run_ranks_keep_failing 4 60 "$PT" --sigstop 2
   expect_count ": sigstop ok after" 3 "rank 2 stopped by SIGSTOP (LOOM_SHM_DISABLE=$shm_off): the 3 others time out naming it within 1.5 + 5 s"
 done
 # The process hosting the bootstrap root (it made the id) killed right

@@ -61,10 +61,6 @@ fi
 export LOOM_NET=ib LOOM_SHM_DISABLE=1
 LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET,INIT run_ranks 2 60 "$CT" -s 1,1021,70001 \
   -t float32,int8,float16 -o sum,max,premulsum
-if printf '%s\n' "$out" | grep -q "built without the ibverbs transport"; then
-  echo "SKIP: the collective matrix: LOOM_NET=ib is not wired to this transport yet"
-  finish
-fi
 expect_count "cases passed" 2 "ib: small matrix, 2 ranks, every peer over ib"
 expect_count "LOOM INFO ib: rank [01] on .* port [0-9]* (\(RoCE\|InfiniBand\)), rdma_cm listening on" 2 \
   "ib: every rank names its device, port and address"
@@ -78,19 +74,13 @@ LOOM_CHUNK_BYTES=4096 run_ranks 4 60 "$CT" -c allreduce,allgather,alltoall,sendr
 expect_count "cases passed" 4 "ib: 4 KiB slices (credits, many messages in flight), 4 ranks"
 # A rank killed mid-run: both others name it, over ib (completion errors
 # and the QP's teardown, not the TCP bootstrap's, must carry it).
-out=$(timeout -k 5 130 "$LOOMRUN" --tag-output --keep-going --timeout 120 -n 3 \
-  "$TESTBIN/ranks/fault_test" --kill 1 2>&1)
-rc=$?
+run_ranks_keep_failing 3 120 "$TESTBIN/ranks/fault_test" --kill 1
 expect_count "noticed rank 1's death" 2 "ib: 3 ranks, rank 1 killed: both others name it"
 # A stalled rank and a rank's loomCommAbort, over ib: named by the others
 # within timeout_ms, their queue pairs torn down while transfers are posted.
-out=$(timeout -k 5 130 "$LOOMRUN" --tag-output --keep-going --timeout 120 -n 4 \
-  "$TESTBIN/ranks/fault_test" --stall 2 1500 2>&1)
-rc=$?
+run_ranks_keep 4 120 "$TESTBIN/ranks/fault_test" --stall 2 1500
 expect_count "gave up on stalled rank 2" 3 "ib: 4 ranks, rank 2 stalled: the 3 others name it"
-out=$(timeout -k 5 130 "$LOOMRUN" --tag-output --keep-going --timeout 120 -n 4 \
-  "$TESTBIN/ranks/fault_test" --abort-rank 2 2>&1)
-rc=$?
+run_ranks_keep 4 120 "$TESTBIN/ranks/fault_test" --abort-rank 2
 expect_count "learned of rank 2's abort" 3 "ib: 4 ranks, rank 2 aborts: the 3 others name it"
 # As a user under Debian's default 8 MiB locked-memory limit (only in the
 # Soft-RoCE guest, tests/rdma-vm/, where the device node may be opened to

@@ -6,6 +6,7 @@
 FT="$TESTBIN/ranks/fault_test"
 kill_case() { # n victim
   LOOMRUN_ARGS= run_ranks_keep_failing $1 120 "$FT" --kill $2
+  expect_failed_ranks 1 "$1 ranks, rank $2 killed: only it failed"
   expect_count "noticed rank $2's death" $(($1 - 1)) "$1 ranks, rank $2 killed: every other rank names it"
   expect_count "rank $2 (pid [0-9]*) killed by signal 9" 1 "loomrun reports the killed rank"
 }
@@ -35,11 +36,14 @@ unset LOOM_SHM_DISABLE
 # and TCP); every survivor names it within its bound.
 PT="$TESTBIN/ranks/phase_test"
 LOOM_BOOTSTRAP_TIMEOUT=5 run_ranks_keep_failing 4 60 "$PT" --die-in split 2
+expect_failed_ranks 1 "rank 2 dies instead of splitting: only it failed"
 expect_count ": split ok after" 3 "rank 2 dies instead of splitting: the 3 others' split fails naming it"
 run_ranks_keep_failing 4 60 "$PT" --die-in group 1
+expect_failed_ranks 1 "rank 1 dies inside a group: only it failed"
 expect_count ": group ok after" 3 "rank 1 dies inside a group: the 3 others' loomGroupEnd fails naming it"
 for shm_off in 0 1; do
   LOOM_SHM_DISABLE=$shm_off run_ranks_keep_failing 4 60 "$PT" --sigstop 2
+  expect_failed_ranks 1 "rank 2 stopped by SIGSTOP (LOOM_SHM_DISABLE=$shm_off): only it failed"
   expect_count ": sigstop ok after" 3 "rank 2 stopped by SIGSTOP (LOOM_SHM_DISABLE=$shm_off): the 3 others time out naming it within 1.5 + 5 s"
 done
 # The process hosting the bootstrap root (it made the id) killed right

@@ -75,6 +75,7 @@ expect_count "cases passed" 4 "ib: 4 KiB slices (credits, many messages in fligh
 # A rank killed mid-run: both others name it, over ib (completion errors
 # and the QP's teardown, not the TCP bootstrap's, must carry it).
 run_ranks_keep_failing 3 120 "$TESTBIN/ranks/fault_test" --kill 1
+expect_failed_ranks 1 "ib: 3 ranks, rank 1 killed: only it failed"
 expect_count "noticed rank 1's death" 2 "ib: 3 ranks, rank 1 killed: both others name it"
 # A stalled rank and a rank's loomCommAbort, over ib: named by the others
 # within timeout_ms, their queue pairs torn down while transfers are posted.

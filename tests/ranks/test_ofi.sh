@@ -64,6 +64,7 @@ expect_count "LOOM INFO rank [0-3]: 1 peer(s) over shm, 2 over ofi (LOOM_NET=ofi
 for k in "3 1" "2 0"; do
   set -- $k
   run_ranks_keep_failing $1 60 "$FT" --kill $2
+  expect_failed_ranks 1 "ofi: $1 ranks, rank $2 killed: only it failed"
   expect_count "noticed rank $2's death" $(($1 - 1)) "ofi: $1 ranks, rank $2 killed: the others name it"
 done
 run_ranks_keep 3 60 "$FT" --stall 2 1500
@@ -83,6 +84,7 @@ expect_count "LOOM INFO rank [0-2]: 0 peer(s) over shm, 2 over plugin tcpplug (L
 LOOM_SHM_DISABLE=0 LOOM_NET_PLUGIN=tcpplug run_ranks 4 120 sh -c "$per_node2" "$CT" $SMALL
 expect_count "cases passed" 4 "plugin tcpplug: 2 nodes x 2 ranks, shm inside"
 LOOM_NET_PLUGIN=tcpplug run_ranks_keep_failing 3 60 "$FT" --kill 1
+expect_failed_ranks 1 "plugin tcpplug: rank 1 killed: only it failed"
 expect_count "noticed rank 1's death" 2 "plugin tcpplug: rank 1 killed, the others name it"
 
 # ---- refusals ---------------------------------------------------------------------

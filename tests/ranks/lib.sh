@@ -27,7 +27,9 @@ launch_ranks() {
 
 # exit_check WANT WHAT — $rc is what WANT (0 or "fail") says.  A launch
 # meant to fail must end by itself: 124 (loomrun's --timeout, or the outer
-# timeout) is a hang, whatever lines its ranks printed first.
+# timeout's TERM) is a hang, whatever lines its ranks printed first.  (A
+# loomrun the outer timeout has to KILL gives 137, as a killed rank does:
+# kill tests count the failed ranks too, expect_failed_ranks.)
 exit_check() {
   local why=""
   if [ "$rc" -eq 124 ]; then

@@ -47,7 +47,7 @@ fi
 # are refused, those it would have connected to learn it from the
 # bootstrap; every one names it.
 for victim in 0 3; do
-  LOOMRUN_ARGS= run_ranks_keep_failing 4 120 "$FT" --kill-early $victim
+  run_ranks_keep_failing 4 120 "$FT" --kill-early $victim
   expect_failed_ranks 1 "lazy: rank $victim killed before any connection: only it failed"
   expect_count "noticed rank $victim's death" 3 "lazy: rank $victim killed before any connection: the 3 others name it"
 done

@@ -5,7 +5,7 @@
 . "$(dirname "$0")/lib.sh"
 FT="$TESTBIN/ranks/fault_test"
 kill_case() { # n victim
-  LOOMRUN_ARGS= run_ranks_keep_failing $1 120 "$FT" --kill $2
+  run_ranks_keep_failing $1 120 "$FT" --kill $2
   expect_failed_ranks 1 "$1 ranks, rank $2 killed: only it failed"
   expect_count "noticed rank $2's death" $(($1 - 1)) "$1 ranks, rank $2 killed: every other rank names it"
   expect_count "rank $2 (pid [0-9]*) killed by signal 9" 1 "loomrun reports the killed rank"

@@ -60,6 +60,7 @@ sanitizer_check() {
 # run_ranks, but a rank that fails does not end the others: each says why.
 run_ranks_keep() { launch_ranks 0 --keep-going "$@"; }
 run_ranks_keep_failing() { launch_ranks fail --keep-going "$@"; }
+
 # expect_failed_ranks N WHAT — loomrun --keep-going named exactly N ranks
 # that failed: after a rank is killed, the victim alone (the launch's
 # status is the victim's, so a survivor that crashed after printing its
@@ -67,6 +68,7 @@ run_ranks_keep_failing() { launch_ranks fail --keep-going "$@"; }
 expect_failed_ranks() {
   expect_count "^loomrun: rank [0-9]* (pid [0-9]*) \(exited with status\|killed by signal\)" "$1" "$2"
 }
+
 # expect_init_fail N PATTERN WHAT — every rank's init failed saying PATTERN.
 expect_init_fail() {
   if [ "$rc" -ne 0 ]; then

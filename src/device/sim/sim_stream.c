@@ -14,6 +14,7 @@
 #include "device/reduce.h"
 #include "core/config.h"
 #include "core/error.h"
+#include "core/futex.h"
 #include "core/log.h"
 
 #include <pthread.h>
@@ -21,10 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <limits.h>
-#include <linux/futex.h>
 #include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 #include <time.h>
 
@@ -67,13 +65,12 @@ static void wait_value(const uint32_t *flag, uint32_t value) {
     uint32_t now = __atomic_load_n(flag, __ATOMIC_ACQUIRE);
     if ((int32_t)(now - value) >= 0)
       return;
-    struct timespec ms = {.tv_nsec = 1000000};
-    (void)syscall(SYS_futex, flag, FUTEX_WAIT_PRIVATE, now, &ms, NULL, 0);
+    loom_futex_wait(flag, now, 0, 1000);
   }
 }
 
 void loom_sim_wake_value(uint32_t *flag) {
-  (void)syscall(SYS_futex, flag, FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL, 0);
+  loom_futex_wake_all(flag, 0);
 }
 
 static void event_put(struct loom_sim_event *ev) {

@@ -5,7 +5,7 @@
  * hundreds queued) moved by progress calls, compared byte by byte; receives
  * read in place (loom_shm_peek, as the engine reduces from the FIFO);
  * fingerprint and size mismatches; segments gone from /dev/shm once
- * connected.
+ * connected; a rank whose peer maps its segment late sleeps meanwhile.
  */
 #include "core/config.h"
 #include "core/timeutil.h"
@@ -18,7 +18,9 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define ADDR 64 /* loom_transport_shm.addr_bytes */
@@ -34,17 +36,26 @@ struct connect_arg {
   struct pair *pr;
   int rank;
   loomResult_t res;
+  long switches; /* voluntary context switches of this thread during connect */
 };
+
+static long my_voluntary_switches(void) {
+  struct rusage ru;
+  ck_assert_int_eq(getrusage(RUSAGE_THREAD, &ru), 0);
+  return ru.ru_nvcsw;
+}
 
 static void *connect_main(void *p) {
   struct connect_arg *a = p;
   int peer = 1 - a->rank;
+  long before = my_voluntary_switches();
   a->res = tp->connect(a->pr->ctx[a->rank], 1, &peer, a->pr->addrs, loom_deadline_ms(10000),
                        &a->pr->conn[a->rank]);
+  a->switches = my_voluntary_switches() - before;
   return NULL;
 }
 
-static void pair_open(struct pair *pr) {
+static void pair_init(struct pair *pr) {
   static const int local[2] = {0, 1};
   ck_assert_int_eq(tp->addr_bytes, ADDR);
   for (int r = 0; r < 2; r++) {
@@ -52,8 +63,12 @@ static void pair_open(struct pair *pr) {
                                        .local_ranks = local, .nlocal = 2};
     ck_assert_int_eq(tp->init(&info, &pr->ctx[r], pr->addrs + r * ADDR), loomSuccess);
   }
+}
+
+static void pair_open(struct pair *pr) {
+  pair_init(pr);
   pthread_t th[2];
-  struct connect_arg args[2] = {{pr, 0, loomInternalError}, {pr, 1, loomInternalError}};
+  struct connect_arg args[2] = {{pr, 0, loomInternalError, 0}, {pr, 1, loomInternalError, 0}};
   for (int r = 0; r < 2; r++)
     ck_assert_int_eq(pthread_create(&th[r], NULL, connect_main, &args[r]), 0);
   for (int r = 0; r < 2; r++) {
@@ -376,6 +391,29 @@ START_TEST(segments_unlinked) {
 }
 END_TEST
 
+/* Rank 1 connects 300 ms after rank 0, which has mapped rank 1's segment
+ * by then and waits for rank 1 to map its own: it sleeps on the count of
+ * mappers (a few naps and one wake), where a poll every 100 us took
+ * thousands of turns and, with 128 ranks on 2 cores, the CPU. */
+START_TEST(late_peer_waited_asleep) {
+  struct pair pr;
+  pair_init(&pr);
+  pthread_t th[2];
+  struct connect_arg args[2] = {{&pr, 0, loomInternalError, 0}, {&pr, 1, loomInternalError, 0}};
+  ck_assert_int_eq(pthread_create(&th[0], NULL, connect_main, &args[0]), 0);
+  nanosleep(&(struct timespec){.tv_nsec = 300 * 1000 * 1000}, NULL);
+  ck_assert_int_eq(pthread_create(&th[1], NULL, connect_main, &args[1]), 0);
+  for (int r = 0; r < 2; r++) {
+    pthread_join(th[r], NULL);
+    ck_assert_int_eq(args[r].res, loomSuccess);
+  }
+  ck_assert_msg(args[0].switches <= 20,
+                "rank 0 gave up the CPU %ld times while it waited 300 ms for rank 1",
+                args[0].switches);
+  pair_close(&pr);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("shm");
   TCase *tc = tcase_create("shm");
@@ -391,6 +429,7 @@ int main(void) {
   tcase_add_test(tc, fingerprint_mismatch);
   tcase_add_test(tc, size_mismatch);
   tcase_add_test(tc, segments_unlinked);
+  tcase_add_test(tc, late_peer_waited_asleep);
   suite_add_tcase(s, tc);
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);

@@ -9,6 +9,7 @@
 #include "common/fifo.h"
 #include "common/msg_check.h"
 #include "core/error.h"
+#include "core/futex.h"
 #include "core/procid.h"
 #include "core/timeutil.h"
 
@@ -135,21 +136,41 @@ static void free_conn(struct shm_conn *c) {
   free(c);
 }
 
+/* How long the owner sleeps on its segment's count of mappers before
+ * looking at the clock again (each mapper also wakes it). */
+#define SHM_MAPPED_NAP_US 100000
+
+/* Counts this rank among the mappers of a peer's segment and wakes the
+ * peer if it sleeps on that count. */
+static void note_mapped(struct shm_seg *peer) {
+  struct shm_seg_hdr *h = peer->base;
+  atomic_fetch_add_explicit(&h->mapped, 1, memory_order_release);
+  loom_futex_wake_all(&h->mapped, 1);
+}
+
 /* Waits (bounded) until every local peer has mapped this rank's segment,
  * then unlinks it: from here on nothing is left in /dev/shm whatever
- * happens to the processes. */
+ * happens to the processes.  It sleeps on the count (a futex the mappers
+ * wake).  It used to poll it every 100 us: with 128 ranks on the 2-vCPU
+ * development VM, 6 of 37 runs then stalled at init for 50-134 s (3 until
+ * the bootstrap timeout), a rank stuck in mmap while the pollers held the
+ * CPU and the kernel reported a workqueue lockup; none of 37 interleaved
+ * runs did with the futex (performance.md). */
 static loomResult_t unlink_when_mapped(struct shm_ctx *ctx, int expected, uint64_t deadline) {
   struct shm_seg_hdr *h = ctx->own.base;
-  while (atomic_load_explicit(&h->mapped, memory_order_acquire) < expected) {
-    if (loom_ms_left(deadline) <= 0) {
+  int32_t seen;
+  while ((seen = atomic_load_explicit(&h->mapped, memory_order_acquire)) < expected) {
+    int left_ms = loom_ms_left(deadline);
+    if (left_ms <= 0) {
       shm_seg_unlink(&ctx->own);
       return loom_error(loomTimeout, LOOM_LOG_NET,
                         "shm: rank %d: only %d of %d local peers mapped its segment before "
                         "the bootstrap timeout",
-                        ctx->rank, (int)atomic_load_explicit(&h->mapped, memory_order_relaxed),
-                        expected);
+                        ctx->rank, (int)seen, expected);
     }
-    usleep(100);
+    long nap_us = (long)left_ms * 1000 < SHM_MAPPED_NAP_US ? (long)left_ms * 1000
+                                                            : SHM_MAPPED_NAP_US;
+    loom_futex_wait(&h->mapped, (uint32_t)seen, 1, nap_us);
   }
   shm_seg_unlink(&ctx->own);
   return loomSuccess;
@@ -236,8 +257,7 @@ static loomResult_t shm_connect(void *vctx, int npeers, const int *peers, const 
     c->in_cells = (char *)shm_cell(&ctx->own, c->in_fifo, 0);
     shm_seg_prefault(c->out_cells, (size_t)c->ncells * c->cell_bytes);
     shm_seg_prefault(c->in_cells, (size_t)c->ncells * c->cell_bytes);
-    struct shm_seg_hdr *ph = c->peer_seg.base;
-    atomic_fetch_add_explicit(&ph->mapped, 1, memory_order_release);
+    note_mapped(&c->peer_seg);
     conns[i] = c;
     ctx->open[ctx->nopen++] = c;
     made++;

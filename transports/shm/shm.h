@@ -73,7 +73,7 @@ struct shm_seg_hdr {
   uint32_t nfifos;
   uint32_t cells, cell_bytes; /* per FIFO; cell_bytes includes the header line */
   int32_t owner_pid;
-  _Atomic int32_t mapped; /* peers that mapped this segment */
+  _Atomic int32_t mapped; /* peers that mapped this segment (a futex its owner sleeps on) */
   char pad[SHM_LINE - 24];
 };
 

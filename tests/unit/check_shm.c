@@ -37,6 +37,8 @@ struct connect_arg {
   int rank;
   loomResult_t res;
   long switches; /* voluntary context switches of this thread during connect */
+  uint64_t cpu_ns; /* CPU time this thread used in connect */
+  uint64_t start_ns, end_ns; /* when connect began and returned (CLOCK_MONOTONIC) */
 };
 
 static long my_voluntary_switches(void) {
@@ -49,8 +51,12 @@ static void *connect_main(void *p) {
   struct connect_arg *a = p;
   int peer = 1 - a->rank;
   long before = my_voluntary_switches();
+  uint64_t cpu0 = loom_clock_ns(CLOCK_THREAD_CPUTIME_ID);
+  a->start_ns = loom_now_ns();
   a->res = tp->connect(a->pr->ctx[a->rank], 1, &peer, a->pr->addrs, loom_deadline_ms(10000),
                        &a->pr->conn[a->rank]);
+  a->end_ns = loom_now_ns();
+  a->cpu_ns = loom_clock_ns(CLOCK_THREAD_CPUTIME_ID) - cpu0;
   a->switches = my_voluntary_switches() - before;
   return NULL;
 }
@@ -68,7 +74,8 @@ static void pair_init(struct pair *pr) {
 static void pair_open(struct pair *pr) {
   pair_init(pr);
   pthread_t th[2];
-  struct connect_arg args[2] = {{pr, 0, loomInternalError, 0}, {pr, 1, loomInternalError, 0}};
+  struct connect_arg args[2] = {{.pr = pr, .rank = 0, .res = loomInternalError},
+                                {.pr = pr, .rank = 1, .res = loomInternalError}};
   for (int r = 0; r < 2; r++)
     ck_assert_int_eq(pthread_create(&th[r], NULL, connect_main, &args[r]), 0);
   for (int r = 0; r < 2; r++) {
@@ -393,13 +400,15 @@ END_TEST
 
 /* Rank 1 connects 300 ms after rank 0, which has mapped rank 1's segment
  * by then and waits for rank 1 to map its own: it sleeps on the count of
- * mappers (a few naps and one wake), where a poll every 100 us took
- * thousands of turns and, with 128 ranks on 2 cores, the CPU. */
+ * mappers (a few naps and one wake), neither polling (a poll every 100 us
+ * gave up the CPU over a thousand times, and with 128 ranks on 2 cores
+ * held it) nor spinning (no switches, but the CPU time of the wait). */
 START_TEST(late_peer_waited_asleep) {
   struct pair pr;
   pair_init(&pr);
   pthread_t th[2];
-  struct connect_arg args[2] = {{&pr, 0, loomInternalError, 0}, {&pr, 1, loomInternalError, 0}};
+  struct connect_arg args[2] = {{.pr = &pr, .rank = 0, .res = loomInternalError},
+                                {.pr = &pr, .rank = 1, .res = loomInternalError}};
   ck_assert_int_eq(pthread_create(&th[0], NULL, connect_main, &args[0]), 0);
   nanosleep(&(struct timespec){.tv_nsec = 300 * 1000 * 1000}, NULL);
   ck_assert_int_eq(pthread_create(&th[1], NULL, connect_main, &args[1]), 0);
@@ -407,9 +416,14 @@ START_TEST(late_peer_waited_asleep) {
     pthread_join(th[r], NULL);
     ck_assert_int_eq(args[r].res, loomSuccess);
   }
+  ck_assert_msg(args[0].end_ns > args[1].start_ns,
+                "rank 0's connect returned before rank 1's began: nothing was waited for");
   ck_assert_msg(args[0].switches <= 20,
                 "rank 0 gave up the CPU %ld times while it waited 300 ms for rank 1",
                 args[0].switches);
+  ck_assert_msg(args[0].cpu_ns < 100000000u,
+                "rank 0 used %.1f ms of CPU while it waited 300 ms for rank 1",
+                (double)args[0].cpu_ns / 1e6);
   pair_close(&pr);
 }
 END_TEST

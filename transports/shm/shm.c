@@ -151,11 +151,8 @@ static void note_mapped(struct shm_seg *peer) {
 /* Waits (bounded) until every local peer has mapped this rank's segment,
  * then unlinks it: from here on nothing is left in /dev/shm whatever
  * happens to the processes.  It sleeps on the count (a futex the mappers
- * wake).  It used to poll it every 100 us: with 128 ranks on the 2-vCPU
- * development VM, 6 of 37 runs then stalled at init for 50-134 s (3 until
- * the bootstrap timeout), a rank stuck in mmap while the pollers held the
- * CPU and the kernel reported a workqueue lockup; none of 37 interleaved
- * runs did with the futex (performance.md). */
+ * wake): polling it every 100 us made 128 ranks on 2 vCPUs stall here until
+ * the bootstrap timeout in 9 of 73 runs (history/performance-log.md). */
 static loomResult_t unlink_when_mapped(struct shm_ctx *ctx, int expected, uint64_t deadline) {
   struct shm_seg_hdr *h = ctx->own.base;
   int32_t seen;
@@ -166,10 +163,9 @@ static loomResult_t unlink_when_mapped(struct shm_ctx *ctx, int expected, uint64
       return loom_error(loomTimeout, LOOM_LOG_NET,
                         "shm: rank %d: only %d of %d local peers mapped its segment before "
                         "the bootstrap timeout",
-                        ctx->rank, (int)seen, expected);
+                        ctx->rank, seen, expected);
     }
-    long nap_us = (long)left_ms * 1000 < SHM_MAPPED_NAP_US ? (long)left_ms * 1000
-                                                            : SHM_MAPPED_NAP_US;
+    long nap_us = left_ms < SHM_MAPPED_NAP_US / 1000 ? left_ms * 1000L : SHM_MAPPED_NAP_US;
     loom_futex_wait(&h->mapped, (uint32_t)seen, 1, nap_us);
   }
   shm_seg_unlink(&ctx->own);

@@ -46,7 +46,7 @@ out=$(env -u LOOM_COMM_ID LOOM_RANK=0 LOOM_NRANKS=1 LOOM_SOCKET_IFNAME==nosuch0 
 expect_count "no up interface with an address matches LOOM_SOCKET_IFNAME==nosuch0" 2 "unknown interface explained (logged once, returned once)"
 out=$(LOOM_COMM_ID=not-an-address LOOM_RANK=0 LOOM_NRANKS=1 timeout 30 "$CT" -s 5 2>&1); rc=$?
 expect_count 'LOOM_COMM_ID="not-an-address" is not host:port' 2 "malformed LOOM_COMM_ID explained"
-out=$(LOOM_SOCKET_NSOCKS=banana "$LOOMRUN" --tag-output -n 2 "$CT" -s 5 -t int8 -o sum 2>&1); rc=$?
+LOOM_SOCKET_NSOCKS=banana run_ranks 2 60 "$CT" -s 5 -t int8 -o sum
 expect_count 'LOOM_SOCKET_NSOCKS="banana" is not valid' 2 "bad variable value warned about, default used"
 expect_count "cases passed" 2 "and the job still runs"
 check_no_leftovers fault_test

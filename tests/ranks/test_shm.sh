@@ -108,7 +108,8 @@ if unshare -m true 2>/dev/null; then
   out=$(unshare -m sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm &&
         LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET timeout -k 5 310 "$0" --tag-output --timeout 300 \
         -n 128 "$1" -b 8 -e 64K -f 8 -n 2 -w 1' "$LOOMRUN" "$LOOMPERF" 2>&1)
-  rc=$?
+  rc=$? t=300
+  exit_check 0 "128 ranks in a 1 GiB /dev/shm"
   expect_count "Out of bounds values : 0 OK" 1 "128 ranks, a checked sweep, in a 1 GiB /dev/shm (rc $rc)"
   expect_count "128 FIFOs of 2 x 8256 bytes (the host's 128 ranks: 271589376 bytes, allowed 536870912" 128 \
     "128 ranks: 2 cells of 8 KiB a FIFO, 259 MiB in all"

@@ -96,26 +96,42 @@ sendrecv N/A -d float
 barrier absent
 EOF
 
+# piped WHAT — after `cmd 2>"$tmp/stderr" | ...; echo "${PIPESTATUS[0]}" >"$tmp/rc"`:
+# lib.sh's checks of the launch (its status and its stderr), as run_ranks's.
+piped() {
+  out=$(cat "$tmp/stderr") rc=$(cat "$tmp/rc") t=60
+  sanitizer_check "$1"
+  exit_check 0 "$1"
+}
+
 # --json - : the JSON alone on stdout (the table moves to stderr).
 if [ $have_py = 1 ]; then
   got=$(timeout -k 5 70 "$LOOMRUN" --no-prefix --timeout 60 -n 2 "$LOOMPERF" -b 8 -e 64K -f 64 \
     -n 2 -w 1 --json - 2>"$tmp/stderr" | "$PY" -c '
 import json, sys
 d = json.load(sys.stdin)
-print(len(d["rows"]), d["nranks"], all(r["oop"]["wrong"] == 0 for r in d["rows"]))' 2>&1)
+print(len(d["rows"]), d["nranks"], all(r["oop"]["wrong"] == 0 for r in d["rows"]))' 2>&1
+    echo "${PIPESTATUS[0]}" >"$tmp/rc")
+  piped "loom-perf --json -"
   if [ "$got" = "3 2 True" ] && grep -q "Out of bounds values : 0 OK" "$tmp/stderr"; then
     pass "loom-perf --json -: stdout is one JSON object, the table is on stderr"; else
     fail "loom-perf --json -: got '$got'"; cat "$tmp/stderr"; fi
   # Through loomrun as a user types it (no flag: loomrun does not prefix).
-  if timeout -k 5 70 "$LOOMRUN" -n 2 "$LOOMPERF" -b 8 -e 1K -f 8 -n 2 -w 1 --json - 2>/dev/null |
-     "$PY" -m json.tool >/dev/null; then
+  timeout -k 5 70 "$LOOMRUN" -n 2 "$LOOMPERF" -b 8 -e 1K -f 8 -n 2 -w 1 --json - 2>"$tmp/stderr" |
+    "$PY" -m json.tool >/dev/null
+  status=("${PIPESTATUS[@]}")
+  echo "${status[0]}" >"$tmp/rc"
+  if [ "${status[1]}" = 0 ]; then
     pass "loomrun -n 2 loom-perf --json - | python3 -m json.tool"; else
     fail "loomrun -n 2 loom-perf --json - | python3 -m json.tool"; fi
-  got=$(timeout -k 5 70 "$LOOMRUN" -n 2 "$LOOMPERF" -b 8 -e 1K -f 8 -n 2 -w 1 --csv - 2>/dev/null |
+  piped "loomrun -n 2 loom-perf --json - | python3 -m json.tool"
+  got=$(timeout -k 5 70 "$LOOMRUN" -n 2 "$LOOMPERF" -b 8 -e 1K -f 8 -n 2 -w 1 --csv - 2>"$tmp/stderr" |
     "$PY" -c '
 import csv, sys
 rows = list(csv.reader(sys.stdin))
-print(len(rows), all(len(r) == len(rows[0]) for r in rows))' 2>&1)
+print(len(rows), all(len(r) == len(rows[0]) for r in rows))' 2>&1
+    echo "${PIPESTATUS[0]}" >"$tmp/rc")
+  piped "loomrun -n 2 loom-perf --csv -"
   if [ "$got" = "4 True" ]; then pass "loomrun -n 2 loom-perf --csv - parses as CSV (a header and 3 rows)"; else
     fail "loomrun -n 2 loom-perf --csv -: got '$got'"; fi
 fi
@@ -216,7 +232,9 @@ else
     n=$1; shift
     out=$(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout -k 5 100 \
       "$mpirun" --timeout 90 --oversubscribe --allow-run-as-root -np "$n" "$LOOMPERF" "$@" 2>&1)
-    rc=$?
+    rc=$? t=90
+    sanitizer_check "mpirun -np $n loom-perf $*"
+    exit_check 0 "mpirun -np $n loom-perf $*"
   }
   run_ranks_failing 2 30 "$LOOMPERF" --peer mpi -b 8 -e 8
   # Every rank prints it, but loomrun may kill the others once one exits.
@@ -279,6 +297,8 @@ by_hand() {
   p1=$!
   wait $p0; rc0=$?
   wait $p1; rc1=$?
+  out=$(cat "$tmp/h0" "$tmp/h1")
+  sanitizer_check "loom-perf launched as $what would"
   if [ $rc0 = 0 ] && [ $rc1 = 0 ] && grep -q "Out of bounds values : 0 OK" "$tmp/h0" &&
     grep -q "launcher $what" "$tmp/h0"; then
     pass "loom-perf launched as $what would (2 ranks by hand): #wrong = 0"; else

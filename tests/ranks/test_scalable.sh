@@ -14,6 +14,8 @@ n=8
 
 # run_k K [PREFIX...] -- [ARGS...] — n ranks, K roots, a fresh id
 # directory; PREFIX runs each rank (sh -c ...), ARGS follow the directory.
+# lib.sh's checks as run_ranks's: the launch must exit 0 (with
+# --reverse-last a rank exits 0 once its init failed as it must).
 run_k() {
   k=$1; shift
   pre=()
@@ -22,7 +24,9 @@ run_k() {
   rm -rf "$work/ids" && mkdir "$work/ids"
   out=$(timeout -k 5 130 "$LOOMRUN" --tag-output --keep-going --timeout 120 -n $n \
     "${pre[@]}" "$ST" -k "$k" "$work/ids" "$@" 2>&1)
-  rc=$?
+  rc=$? t=120
+  sanitizer_check "$n ranks, $k root(s) $*"
+  exit_check 0 "$n ranks, $k root(s) $*"
 }
 
 for k in 1 2 3 $n; do

@@ -68,7 +68,10 @@ LOOM_TRACE_DUMP_DIR=$tmp run_ranks 1 30 "$TT" args -
 expect_count ": args ok$" 1 "loomCommDump's bad arguments (rc $rc)"
 
 # scenario MODE RANK [ENV...] — 4 ranks, dumps into a fresh $dir; the
-# verdict in $verdict.  Every rank must end within the bound.
+# verdict in $verdict.  Every rank must end within the bound, and the
+# launch pass lib.sh's checks: exit 0 (the others' calls fail as they
+# must) but where a rank dies (die, segv: non-zero), and no sanitizer's
+# report but segv's own.
 scenario() {
   mode=$1; who=$2; shift 2
   dir="$tmp/$mode"
@@ -76,7 +79,11 @@ scenario() {
   start=$SECONDS
   out=$(env LOOM_TRACE_DUMP_DIR="$dir" TRACE_IDLE_S=4 "$@" timeout -k 5 70 "$LOOMRUN" --tag-output \
     --keep-going --timeout 60 -n 4 "$TT" "$mode" "$who" 2>&1)
-  rc=$?
+  rc=$? t=60
+  local want=0
+  case $mode in die | segv) want=fail ;; esac
+  [ "$mode" = segv ] || sanitizer_check "trace scenario $mode $who $*"
+  exit_check "$want" "trace scenario $mode $who $*"
   took=$((SECONDS - start))
   verdict=$("$LOOMTRACE" "$dir" 2>&1)
   ndumps=$(ls "$dir" | grep -c '^loom-trace\..*\.json$')

@@ -99,7 +99,8 @@ EOF
 # piped WHAT — after `cmd 2>"$tmp/stderr" | ...; echo "${PIPESTATUS[0]}" >"$tmp/rc"`:
 # lib.sh's checks of the launch (its status and its stderr), as run_ranks's.
 piped() {
-  out=$(cat "$tmp/stderr") rc=$(cat "$tmp/rc") t=60
+  out=$(cat "$tmp/stderr") rc=$(cat "$tmp/rc") t=70
+  rc=${rc:-255} # no status written: count it as a failure
   sanitizer_check "$1"
   exit_check 0 "$1"
 }

@@ -362,9 +362,10 @@ if [ "$mixed" = 1 ] && [ -s "$tmp/targets" ]; then
     : >"$tmp/targets.$class"
     counts=
     for coll in $COLLS; do
+      runs=$(runs_of "$coll" "$class")
       set --
-      for r in $(runs_of "$coll" "$class"); do set -- "$@" "$tmp/$coll"/*."$r".[0-9]*; done
-      counts="$counts${counts:+, }$coll $(runs_of "$coll" "$class" | wc -l)"
+      for r in $runs; do set -- "$@" "$tmp/$coll"/*."$r".[0-9]*; done
+      counts="$counts${counts:+, }$coll $(echo $runs | wc -w)"
       [ $# -gt 0 ] && report "$coll" "$tmp/targets.$class" /dev/null "$@" >/dev/null
     done
     echo

@@ -21,8 +21,16 @@ launch_ranks() {
   n=$3; t=$4; shift 4
   out=$(timeout -k 5 $((t + 10)) "$LOOMRUN" --tag-output ${flag:+"$flag"} --timeout "$t" -n "$n" "$@" 2>&1)
   rc=$?
-  sanitizer_check "$n ranks of $*"
-  exit_check "$want" "$n ranks of $*"
+  launch_checks "$want" "$t" "$n ranks of $*"
+}
+
+# launch_checks WANT TIMEOUT_S WHAT — after a launch a script made itself
+# ($out and $rc set; TIMEOUT_S its loomrun --timeout): the checks
+# run_ranks makes, sanitizer_check and exit_check.
+launch_checks() {
+  t=$2
+  sanitizer_check "$3"
+  exit_check "$1" "$3"
 }
 
 # exit_check WANT WHAT — $rc is what WANT (0 or "fail") says.  A launch

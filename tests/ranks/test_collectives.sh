@@ -55,9 +55,8 @@ expect_count "cases passed" 4 "1 socket, 4 ranks"
 # CPU yields from its first turn, engine_wait.c): 3 ranks on CPU 0.
 out=$(timeout -k 5 130 taskset -c 0 "$LOOMRUN" --tag-output --timeout 120 -n 3 "$CT" \
   -s 1,1021,70001 -t float32,int8 -o sum,max -r 3 2>&1)
-rc=$? t=120
-sanitizer_check "3 ranks on CPU 0"
-exit_check 0 "3 ranks on CPU 0"
+rc=$?
+launch_checks 0 120 "3 ranks on CPU 0"
 expect_count "cases passed" 3 "3 ranks on one CPU (taskset -c 0), repeated calls"
 # Repeated calls on one communicator (PreMulSum ops created and freed each time).
 run_ranks 5 300 "$CT" -s 3,4099 -t float16,int32 -o sum,prod,premulsum -r 20

@@ -99,10 +99,9 @@ EOF
 # piped WHAT — after `cmd 2>"$tmp/stderr" | ...; echo "${PIPESTATUS[0]}" >"$tmp/rc"`:
 # lib.sh's checks of the launch (its status and its stderr), as run_ranks's.
 piped() {
-  out=$(cat "$tmp/stderr") rc=$(cat "$tmp/rc") t=70
+  out=$(cat "$tmp/stderr") rc=$(cat "$tmp/rc")
   rc=${rc:-255} # no status written: count it as a failure
-  sanitizer_check "$1"
-  exit_check 0 "$1"
+  launch_checks 0 70 "$1"
 }
 
 # --json - : the JSON alone on stdout (the table moves to stderr).
@@ -233,9 +232,8 @@ else
     n=$1; shift
     out=$(ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" timeout -k 5 100 \
       "$mpirun" --timeout 90 --oversubscribe --allow-run-as-root -np "$n" "$LOOMPERF" "$@" 2>&1)
-    rc=$? t=90
-    sanitizer_check "mpirun -np $n loom-perf $*"
-    exit_check 0 "mpirun -np $n loom-perf $*"
+    rc=$?
+    launch_checks 0 90 "mpirun -np $n loom-perf $*"
   }
   run_ranks_failing 2 30 "$LOOMPERF" --peer mpi -b 8 -e 8
   # Every rank prints it, but loomrun may kill the others once one exits.

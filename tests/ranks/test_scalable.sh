@@ -24,9 +24,8 @@ run_k() {
   rm -rf "$work/ids" && mkdir "$work/ids"
   out=$(timeout -k 5 130 "$LOOMRUN" --tag-output --keep-going --timeout 120 -n $n \
     "${pre[@]}" "$ST" -k "$k" "$work/ids" "$@" 2>&1)
-  rc=$? t=120
-  sanitizer_check "$n ranks, $k root(s) $*"
-  exit_check 0 "$n ranks, $k root(s) $*"
+  rc=$?
+  launch_checks 0 120 "$n ranks, $k root(s) $*"
 }
 
 for k in 1 2 3 $n; do

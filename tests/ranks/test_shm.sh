@@ -81,17 +81,15 @@ if unshare -m true 2>/dev/null; then
   out=$(unshare -m sh -c 'mount -t tmpfs -o size=16k tmpfs /dev/shm &&
         timeout -k 5 70 "$0" --keep-going --timeout 60 -n 3 "$1" -s 1 -t int8 -o sum' \
         "$LOOMRUN" "$CT" 2>&1)
-  rc=$? t=60
-  sanitizer_check "3 ranks in a 16 KiB /dev/shm"
-  exit_check fail "3 ranks in a 16 KiB /dev/shm"
+  rc=$?
+  launch_checks fail 60 "3 ranks in a 16 KiB /dev/shm"
   expect_count "FAIL: loomCommInitRank.*needs [0-9]* bytes in /dev/shm .*LOOM_SHM_NODE_BYTES.*LOOM_SHM_DISABLE=1" 3 \
     "/dev/shm too small: every rank says how much it needs and how to avoid it"
   out=$(unshare -m sh -c 'mount -t tmpfs -o size=64m tmpfs /dev/shm &&
         LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET timeout -k 5 310 "$0" --tag-output --timeout 300 -n 8 \
         "$1" -b 8 -e 64M -f 8 -n 2 -w 1' "$LOOMRUN" "$LOOMPERF" 2>&1)
-  rc=$? t=300
-  sanitizer_check "8 ranks in a 64 MiB /dev/shm"
-  exit_check 0 "8 ranks in a 64 MiB /dev/shm"
+  rc=$?
+  launch_checks 0 300 "8 ranks in a 64 MiB /dev/shm"
   expect_count "Out of bounds values : 0 OK" 1 "8 ranks, a sweep to 64 MiB checked, in a 64 MiB /dev/shm (rc $rc)"
   expect_count "segment .*, 8 FIFOs of 4 x 65600 bytes (the host.s 8 ranks: 16798208 bytes, allowed 33554432" 8 \
     "8 ranks in a 64 MiB /dev/shm: 4 cells a FIFO, 16 MiB in all, half of /dev/shm allowed"
@@ -101,9 +99,8 @@ if unshare -m true 2>/dev/null; then
   out=$(unshare -m sh -c 'mount -t tmpfs -o size=64m tmpfs /dev/shm &&
         timeout -k 5 70 "$0" --keep-going --tag-output --timeout 60 -n 3 "$1" --shm-fill /dev/shm/filler' \
         "$LOOMRUN" "$TESTBIN/ranks/phase_test" 2>&1)
-  rc=$? t=60
-  sanitizer_check "/dev/shm filling up mid-run"
-  exit_check 0 "/dev/shm filling up mid-run"
+  rc=$?
+  launch_checks 0 60 "/dev/shm filling up mid-run"
   expect_count "shm-fill ok: shm: rank [0-2] needs [0-9]* bytes in /dev/shm" 3 \
     "/dev/shm full mid-run: verified all-reduces go on, a split fails on every rank naming /dev/shm, then works when freed"
   # 128 ranks (issue 22: 8.1 GiB of FIFOs before) through a checked sweep
@@ -116,8 +113,8 @@ if unshare -m true 2>/dev/null; then
   out=$(unshare -m sh -c 'mount -t tmpfs -o size=1g tmpfs /dev/shm &&
         LOOM_DEBUG=INFO LOOM_DEBUG_SUBSYS=NET timeout -k 5 310 "$0" --tag-output --timeout 300 \
         -n 128 "$1" -b 8 -e 64K -f 8 -n 2 -w 1' "$LOOMRUN" "$LOOMPERF" 2>&1)
-  rc=$? t=300
-  exit_check 0 "128 ranks in a 1 GiB /dev/shm"
+  rc=$?
+  launch_checks 0 300 "128 ranks in a 1 GiB /dev/shm"
   expect_count "Out of bounds values : 0 OK" 1 "128 ranks, a checked sweep, in a 1 GiB /dev/shm (rc $rc)"
   expect_count "128 FIFOs of 2 x 8256 bytes (the host's 128 ranks: 271589376 bytes, allowed 536870912" 128 \
     "128 ranks: 2 cells of 8 KiB a FIFO, 259 MiB in all"

@@ -79,18 +79,13 @@ scenario() {
   start=$SECONDS
   out=$(env LOOM_TRACE_DUMP_DIR="$dir" TRACE_IDLE_S=4 "$@" timeout -k 5 70 "$LOOMRUN" --tag-output \
     --keep-going --timeout 60 -n 4 "$TT" "$mode" "$who" 2>&1)
-  rc=$? t=60
-  local want=0
+  rc=$?
+  local want=0 all=$out
   case $mode in die | segv) want=fail ;; esac
-  if [ "$mode" = segv ]; then
-    all=$out
-    out=$(printf '%s\n' "$all" | grep -v "^\[$who\] ")
-    sanitizer_check "trace scenario $mode $who $*, the surviving ranks"
-    out=$all
-  else
-    sanitizer_check "trace scenario $mode $who $*"
-  fi
-  exit_check "$want" "trace scenario $mode $who $*"
+  # segv: the report of the rank that raised the signal is expected
+  [ "$mode" = segv ] && out=$(printf '%s\n' "$all" | grep -v "^\[$who\] ")
+  launch_checks "$want" 60 "trace scenario $mode $who $*"
+  out=$all
   took=$((SECONDS - start))
   verdict=$("$LOOMTRACE" "$dir" 2>&1)
   ndumps=$(ls "$dir" | grep -c '^loom-trace\..*\.json$')

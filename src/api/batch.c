@@ -166,7 +166,7 @@ static void batch_close(struct loom_batch *b) {
     free(b->p2p);
   b->p2p = NULL;
   batch_ipc_done(b, 1);
-  pthread_mutex_unlock(&comm->op_lock);
+  loom_oplock_unlock(&comm->op_lock);
   /* An Abort waiting for comm may free it now, while other batches run. */
   if (b->counted) {
     b->counted = 0;
@@ -209,7 +209,7 @@ static int by_comm_address(const void *x, const void *y) {
  * communicators never wait on each other in a cycle. */
 static loomResult_t lock_all(struct loom_batch *bs, int n) {
   if (n == 1) {
-    pthread_mutex_lock(&bs[0].comm->op_lock);
+    loom_oplock_lock(&bs[0].comm->op_lock);
     return loomSuccess;
   }
   struct loom_batch **order = malloc(sizeof *order * (size_t)n);
@@ -219,7 +219,7 @@ static loomResult_t lock_all(struct loom_batch *bs, int n) {
     order[i] = &bs[i];
   qsort(order, (size_t)n, sizeof *order, by_comm_address);
   for (int i = 0; i < n; i++)
-    pthread_mutex_lock(&order[i]->comm->op_lock);
+    loom_oplock_lock(&order[i]->comm->op_lock);
   free(order);
   return loomSuccess;
 }
@@ -273,7 +273,7 @@ loomResult_t loom_execute_batches(struct loom_batch *bs, int n) {
  * lock after waiting for the counted tasks): takes the lock and the
  * rank's log tag; returns the caller's tag for direct_leave. */
 static int direct_enter(loomComm_t comm) {
-  pthread_mutex_lock(&comm->op_lock);
+  loom_oplock_lock(&comm->op_lock);
   int caller_rank = loom_log_get_rank();
   if (caller_rank != comm->rank)
     loom_log_set_rank(comm->rank);
@@ -288,7 +288,7 @@ static void direct_leave(loomComm_t comm, loomResult_t res, int intact, int call
     loom_comm_set_broken(comm, res);
   if (caller_rank != comm->rank)
     loom_log_set_rank(caller_rank);
-  pthread_mutex_unlock(&comm->op_lock);
+  loom_oplock_unlock(&comm->op_lock);
 }
 
 /* One call, not a send or receive (the path of every blocking collective):

@@ -6,6 +6,7 @@
 
 #include "api/plan_cache.h"
 #include "bootstrap/bootstrap.h"
+#include "core/oplock.h"
 #include "device/device.h"
 #include "engine/engine.h"
 #include "loom.h"
@@ -80,7 +81,7 @@ struct loomComm {
    * the communicator; read by loomCommGetAsyncError from any thread. */
   atomic_int async_error;
   char async_text[1024];    /* the message of async_error, for any thread */
-  pthread_mutex_t op_lock; /* held while a collective runs */
+  struct loom_oplock op_lock; /* held while a collective runs */
   pthread_t init_thread;
   int init_thread_started;     /* guarded by init_join_lock */
   pthread_mutex_t init_join_lock;

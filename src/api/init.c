@@ -288,7 +288,6 @@ static void comm_free(loomComm_t comm) {
   free(comm->tp_addrs); /* set when init failed between transport start and connect */
   if (comm->wake_fd >= 0)
     close(comm->wake_fd);
-  pthread_mutex_destroy(&comm->op_lock);
   pthread_mutex_destroy(&comm->init_join_lock);
   pthread_mutex_destroy(&comm->inflight_lock);
   pthread_mutex_destroy(&comm->ops_lock);
@@ -309,7 +308,7 @@ static void comm_free(loomComm_t comm) {
 
 static loomResult_t init_sync(loomComm_t comm) {
   const char *what = "loomCommInitRank: creating the communicator's locks";
-  LOOM_CHECK(loom_check_errnum(pthread_mutex_init(&comm->op_lock, NULL), LOOM_LOG_INIT, what));
+  loom_oplock_init(&comm->op_lock);
   LOOM_CHECK(
       loom_check_errnum(pthread_mutex_init(&comm->init_join_lock, NULL), LOOM_LOG_INIT, what));
   LOOM_CHECK(
@@ -451,7 +450,7 @@ loomResult_t loomCommFinalize(loomComm_t comm) {
   join_init_thread(comm);
   loom_comm_wait_tasks(comm);
   LOOM_CHECK(loom_comm_check_usable(comm, "loomCommFinalize"));
-  pthread_mutex_lock(&comm->op_lock);
+  loom_oplock_lock(&comm->op_lock);
   loom_log_set_rank(comm->rank);
   uint64_t trace_id = loom_comm_trace_op(comm, LOOM_TRACE_FINALIZE);
   /* First over the data connections, fingerprinted, so that a rank still
@@ -466,7 +465,7 @@ loomResult_t loomCommFinalize(loomComm_t comm) {
     comm->finalized = 1;
   else
     loom_comm_set_broken(comm, res);
-  pthread_mutex_unlock(&comm->op_lock);
+  loom_oplock_unlock(&comm->op_lock);
   return res;
 }
 
@@ -476,8 +475,8 @@ loomResult_t loomCommDestroy(loomComm_t comm) {
   LOOM_CHECK(loom_comm_check_handle(comm, "loomCommDestroy"));
   join_init_thread(comm);
   loom_comm_wait_tasks(comm);
-  pthread_mutex_lock(&comm->op_lock);
-  pthread_mutex_unlock(&comm->op_lock);
+  loom_oplock_lock(&comm->op_lock);
+  loom_oplock_unlock(&comm->op_lock);
   comm_free(comm);
   return loomSuccess;
 }
@@ -497,7 +496,7 @@ void loom_comm_stop(loomComm_t comm, int notice_kind, const char *reason, const 
   /* Queued stream work now fails at once; wait for it to drain. */
   loom_comm_wait_tasks(comm);
   /* Waits for a collective running in another thread to notice the flag. */
-  pthread_mutex_lock(&comm->op_lock);
+  loom_oplock_lock(&comm->op_lock);
   if (broken != NULL &&
       atomic_load_explicit(&comm->async_error, memory_order_acquire) == loomSuccess) {
     snprintf(comm->async_text, sizeof comm->async_text, "%s", broken);
@@ -508,7 +507,7 @@ void loom_comm_stop(loomComm_t comm, int notice_kind, const char *reason, const 
     struct loom_notice nt = {.suspect = comm->rank, .reporter = comm->rank, .kind = notice_kind};
     loom_bootstrap_send_notice(comm->bs, &nt);
   }
-  pthread_mutex_unlock(&comm->op_lock);
+  loom_oplock_unlock(&comm->op_lock);
 }
 
 loomResult_t loomCommAbort(loomComm_t comm) {

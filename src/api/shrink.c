@@ -171,13 +171,13 @@ loomResult_t loomCommShrink(loomComm_t comm, const int *excludeRanks, int nExclu
   loomUniqueId id;
   if (res == loomSuccess) {
     loom_comm_wait_tasks(comm);
-    pthread_mutex_lock(&comm->op_lock);
+    loom_oplock_lock(&comm->op_lock);
     uint64_t trace_id = loom_comm_trace_op(comm, LOOM_TRACE_SHRINK);
     comm->shrinks++;
     if (!excluded[comm->rank])
       res = prepare(comm, excluded, &newrank, &newn, &lowest, &id);
     loom_comm_trace_op_ended(comm, trace_id, res);
-    pthread_mutex_unlock(&comm->op_lock);
+    loom_oplock_unlock(&comm->op_lock);
   }
   free(excluded);
   if (res != loomSuccess || newrank < 0)

@@ -92,7 +92,7 @@ loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t *newc
   /* A bad config must fail before the agreement, not strand the others. */
   LOOM_CHECK(loom_read_config(config, &blocking, &timeout_ms, &cfg_name));
   loom_comm_wait_tasks(comm);
-  pthread_mutex_lock(&comm->op_lock);
+  loom_oplock_lock(&comm->op_lock);
   int newrank = -1, newn = 0;
   loomUniqueId id;
   uint64_t trace_id = loom_comm_trace_op(comm, LOOM_TRACE_SPLIT);
@@ -102,7 +102,7 @@ loomResult_t loomCommSplit(loomComm_t comm, int color, int key, loomComm_t *newc
   loom_comm_trace_op_ended(comm, trace_id, res);
   if (res != loomSuccess)
     loom_comm_set_broken(comm, res);
-  pthread_mutex_unlock(&comm->op_lock);
+  loom_oplock_unlock(&comm->op_lock);
   if (res != loomSuccess || color < 0)
     return res;
   loomConfig_t cfg;

@@ -13,6 +13,7 @@
  */
 #include "engine/engine_task.h"
 #include "core/error.h"
+#include "core/cpu.h"
 #include "core/timeutil.h"
 
 #include <errno.h>
@@ -44,14 +45,6 @@
 #define ENGINE_YIELD_RAN_NS 2000u
 
 enum idle_action { IDLE_SPIN, IDLE_YIELD, IDLE_SLEEP, IDLE_ENDED };
-
-static inline void cpu_relax(void) {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  __asm__ __volatile__("yield");
-#endif
-}
 
 /* Whether notice nt only says that the predecessor's socket closed (read
  * by this rank, not passed on from upstream). */
@@ -260,7 +253,7 @@ static void yield_cpu(struct drive_space *d, int nstill) {
 /* The still tasks wait together: spin, yield, or sleep on all their fds. */
 static void wait_together(struct drive_space *d, int nstill, enum idle_action act, int us) {
   if (act == IDLE_SPIN) {
-    cpu_relax();
+    loom_cpu_relax();
     return;
   }
   if (act == IDLE_YIELD) {

@@ -550,6 +550,20 @@ static void check_alive(struct shm_ctx *ctx) {
   }
 }
 
+/* On the first still turn of a wait, the consumers' tails of FIFOs at
+ * least half full (as far as this rank knows) are read: the wait hides
+ * the cross-core read that push_sends would otherwise make in the middle
+ * of a send once the cells known to be free run out (every 16th small
+ * message; 55 or 200+ ns in the VM's two modes).  A 2-rank all-reduce of
+ * 8-32 B: p50 0.94-0.95x the time in both modes (2026-12-07). */
+static void refresh_tails(struct shm_ctx *ctx) {
+  for (int i = 0; i < ctx->nopen; i++) {
+    struct shm_conn *c = ctx->open[i];
+    if (c->next_write - c->tail_seen >= c->ncells / 2)
+      c->tail_seen = atomic_load_explicit(&c->out_ctl->tail, memory_order_acquire);
+  }
+}
+
 static loomResult_t shm_progress(void *vctx, int *progressed, int *failed_peer) {
   struct shm_ctx *ctx = vctx;
   int moved = 0;
@@ -575,7 +589,9 @@ static loomResult_t shm_progress(void *vctx, int *progressed, int *failed_peer) 
    * spinning caller turns in well under a microsecond, the check is every
    * 50 ms, and a reading (22 ns here) at the start of every wait would
    * delay the answer that arrives during it. */
-  if (++ctx->still_turns % 64 != 0)
+  if (++ctx->still_turns == 1)
+    refresh_tails(ctx);
+  if (ctx->still_turns % 64 != 0)
     return loomSuccess;
   uint64_t now = loom_now_ns();
   if (ctx->still_since == 0) {

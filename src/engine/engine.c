@@ -37,6 +37,7 @@ loomResult_t loom_engine_init(struct loom_engine *e) {
   e->blamed = -1;
   e->probe_from = 0;
   e->clock_turns = LOOM_ENGINE_CLOCK_TURNS;
+  e->slept_ns = e->next_spin_ns = 0;
   e->task = calloc(1, sizeof *e->task);
   e->fifo = calloc(ENGINE_RECV_FIFO, sizeof *e->fifo);
   if (e->task == NULL || e->fifo == NULL) {

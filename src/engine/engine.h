@@ -48,6 +48,11 @@ struct loom_engine {
    * waits yield at once instead of spinning first; gave_cpu: the latest
    * yield of the wait in flight did */
   int yield_first, gave_cpu;
+  /* engine_wait.c: the longest kernel sleep of the wait in flight (0: it
+   * has not slept), and what the next wait may spin for, when more than
+   * spin_us, because the last one slept: a peer that sleeps too answers
+   * only when its own sleep ends */
+  uint64_t slept_ns, next_spin_ns;
   /* still turns a wait on shared memory spins before its first clock
    * reading (a reading costs 20-30 ns on a VM, as much as such a turn, and
    * most waits of a small call end within a few turns);

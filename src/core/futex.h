@@ -22,6 +22,13 @@ static inline void loom_futex_wait(const void *word, uint32_t seen, int shared, 
   (void)syscall(SYS_futex, word, shared ? FUTEX_WAIT : FUTEX_WAIT_PRIVATE, seen, &ts, NULL, 0);
 }
 
+/* Wakes one sleeper on a process-private word.  The word may already be
+ * freed: the kernel only hashes its address, and a sleeper on memory
+ * reused there wakes early and looks again, as every sleeper must. */
+static inline void loom_futex_wake_one_private(void *word) {
+  (void)syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+}
+
 /* Wakes every sleeper on word. */
 static inline void loom_futex_wake_all(void *word, int shared) {
   (void)syscall(SYS_futex, word, shared ? FUTEX_WAKE : FUTEX_WAKE_PRIVATE, INT_MAX, NULL, NULL,

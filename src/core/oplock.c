@@ -2,14 +2,17 @@
  * oplock.c — the slow half of the operation lock (oplock.h): registering
  * for membarrier, spinning a little, then sleeping on the futex.
  */
+#include <config.h> /* the build's (src/core/config.h is the parameter table) */
 #include "core/oplock.h"
 #include "core/cpu.h"
 #include "core/futex.h"
 
-#include <linux/membarrier.h>
 #include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
+#if HAVE_DECL_MEMBARRIER_CMD_PRIVATE_EXPEDITED
+#include <linux/membarrier.h>
+#endif
 
 /* A sleep's bound: a wake is never lost by design, so this only limits
  * the damage of one lost to something unforeseen. */
@@ -21,29 +24,42 @@
  * call handing over) costs no system call. */
 #define LOOM_OPLOCK_SPINS 100
 
-int loom_oplock_plain_release;
+_Alignas(64) struct loom_oplock_process loom_oplock_process;
 static int membarrier_registered;
 static pthread_once_t register_once = PTHREAD_ONCE_INIT;
 
-static long membarrier(int cmd) { return syscall(__NR_membarrier, cmd, 0, 0); }
+#if HAVE_DECL_MEMBARRIER_CMD_PRIVATE_EXPEDITED
+static long sys_membarrier(int cmd) { return syscall(__NR_membarrier, cmd, 0, 0); }
+
+static int register_expedited(void) {
+  long cmds = sys_membarrier(MEMBARRIER_CMD_QUERY);
+  return cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
+         sys_membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+}
+
+/* Every running thread of the process passes a full barrier. */
+static int barrier_all_threads(void) {
+  return sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
+}
+#else
+static int register_expedited(void) { return 0; }
+static int barrier_all_threads(void) { return 0; }
+#endif
 
 static void register_membarrier(void) {
-  long cmds = membarrier(MEMBARRIER_CMD_QUERY);
-  if (cmds > 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) &&
-      membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0)
-    membarrier_registered = 1;
-  loom_oplock_plain_release = membarrier_registered;
+  membarrier_registered = register_expedited();
+  atomic_store(&loom_oplock_process.plain_release, membarrier_registered);
 }
 
 void loom_oplock_init(struct loom_oplock *l) {
   (void)pthread_once(&register_once, register_membarrier);
   atomic_init(&l->held, 0);
-  atomic_init(&l->sleepers, 0);
 }
 
-void loom_oplock_test_plain_release(int on) {
+int loom_oplock_test_plain_release(int on) {
   (void)pthread_once(&register_once, register_membarrier);
-  loom_oplock_plain_release = on && membarrier_registered;
+  atomic_store(&loom_oplock_process.plain_release, on && membarrier_registered);
+  return atomic_load(&loom_oplock_process.plain_release);
 }
 
 static int try_take(struct loom_oplock *l) {
@@ -59,17 +75,18 @@ void loom_oplock_lock_slow(struct loom_oplock *l) {
       return;
     loom_cpu_relax();
   }
-  /* Counted first (a full barrier), then every thread's barrier: a holder
-   * releasing from now on reads the count, or its store is seen below. */
-  atomic_fetch_add_explicit(&l->sleepers, 1, memory_order_seq_cst);
+  /* Counted first, then a barrier on every thread (or, with fenced
+   * releases, here): a holder releasing from now on reads the count, or
+   * its store is seen below. */
+  atomic_fetch_add_explicit(&loom_oplock_process.sleepers, 1, memory_order_seq_cst);
   long nap = LOOM_OPLOCK_NAP_US;
-  if (loom_oplock_plain_release && membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0)
+  if (!atomic_load_explicit(&loom_oplock_process.plain_release, memory_order_relaxed))
+    atomic_thread_fence(memory_order_seq_cst);
+  else if (!barrier_all_threads())
     nap = LOOM_OPLOCK_SHORT_NAP_US;
   while (!try_take(l))
     loom_futex_wait(&l->held, 1, 0, nap);
-  atomic_fetch_sub_explicit(&l->sleepers, 1, memory_order_relaxed);
+  atomic_fetch_sub_explicit(&loom_oplock_process.sleepers, 1, memory_order_relaxed);
 }
 
-void loom_oplock_wake(struct loom_oplock *l) {
-  (void)syscall(SYS_futex, &l->held, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
-}
+void loom_oplock_wake(struct loom_oplock *l) { loom_futex_wake_one_private(&l->held); }

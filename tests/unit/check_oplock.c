@@ -2,7 +2,11 @@
  * check_oplock.c — unit tests of the operation lock (src/core/oplock.h),
  * with its releases as plain stores (membarrier) and as fenced exchanges:
  * mutual exclusion under contention (an exact count), and a sleeper woken
- * by the release rather than by its nap's bound.
+ * by the release rather than by its nap's bound.  Two races are too
+ * narrow to provoke here, so neither is tested: the one the barrier
+ * closes (a release that reads the count of sleepers before a sleeper's
+ * increment is seen), and a release reading the lock after another
+ * thread took and freed it (why the count is the process's).
  */
 #include "core/oplock.h"
 #include "check_run.h"
@@ -11,6 +15,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -18,7 +23,7 @@
 #define COUNT_EACH 100000
 /* A woken sleeper takes well under this; one left to its nap's bound
  * (100 ms) does not. */
-#define WAKE_BOUND_NS 50000000ull
+#define WAKE_BOUND_NS 80000000ull
 #define WAKE_ROUNDS 20
 
 static uint64_t now_ns(void) {
@@ -50,8 +55,15 @@ static void *count_under_lock(void *arg) {
   return NULL;
 }
 
+/* Sets the release kind; says so when plain stores are not available. */
+static void set_release(int plain) {
+  if (loom_oplock_test_plain_release(plain) != plain)
+    fprintf(stderr, "check_oplock: membarrier is not available here: the plain-release "
+                    "case runs with fenced releases\n");
+}
+
 static void check_counts(int plain) {
-  loom_oplock_test_plain_release(plain);
+  set_release(plain);
   struct counted c = {.count = 0};
   loom_oplock_init(&c.lock);
   pthread_t t[COUNT_THREADS];
@@ -61,7 +73,7 @@ static void check_counts(int plain) {
     pthread_join(t[i], NULL);
   ck_assert_uint_eq(c.count, (uint64_t)COUNT_THREADS * COUNT_EACH);
   ck_assert_uint_eq(atomic_load(&c.lock.held), 0);
-  ck_assert_uint_eq(atomic_load(&c.lock.sleepers), 0);
+  ck_assert_uint_eq(atomic_load(&loom_oplock_process.sleepers), 0);
   loom_oplock_test_plain_release(1);
 }
 
@@ -87,7 +99,7 @@ static void *take_once(void *arg) {
 /* The main thread holds the lock until a helper sleeps on it, then
  * releases it: the helper must have it within WAKE_BOUND_NS. */
 static void check_wake(int plain) {
-  loom_oplock_test_plain_release(plain);
+  set_release(plain);
   for (int round = 0; round < WAKE_ROUNDS; round++) {
     struct handoff h;
     loom_oplock_init(&h.lock);
@@ -96,9 +108,9 @@ static void check_wake(int plain) {
     pthread_t t;
     ck_assert_int_eq(pthread_create(&t, NULL, take_once, &h), 0);
     uint64_t give_up = now_ns() + 5000000000ull;
-    while (atomic_load(&h.lock.sleepers) == 0 && now_ns() < give_up)
+    while (atomic_load(&loom_oplock_process.sleepers) == 0 && now_ns() < give_up)
       sleep_ms(1);
-    ck_assert_msg(atomic_load(&h.lock.sleepers) == 1, "round %d: the helper never slept",
+    ck_assert_msg(atomic_load(&loom_oplock_process.sleepers) == 1, "round %d: the helper never slept",
                   round);
     sleep_ms(round % 3); /* asleep in the futex, or just about to be */
     uint64_t released = now_ns();

@@ -49,6 +49,7 @@ struct shm_conn {
   uint64_t ncells;    /* per FIFO (both directions) */
   size_t cell_bytes; /* a cell: its header line, then the data */
   uint64_t tail_seen; /* the consumer's tail as last read (a lower bound) */
+  int tail_stale;     /* in ctx->stale: half the cells or more not known free */
   uint64_t next_write, next_read; /* cell indices */
   struct loom_fifo sendq, recvq; /* of struct loom_xfer * */
   size_t send_off, recv_off; /* bytes done of the front messages */
@@ -69,6 +70,8 @@ struct shm_ctx {
   struct shm_seg own;
   struct shm_conn **open;
   int nopen;
+  struct shm_conn **stale; /* FIFOs whose tail the next wait reads (refresh_tails) */
+  int nstale;
   uint64_t still_since; /* when progress began moving nothing (0: it just moved) */
   unsigned still_turns; /* progress calls in a row that moved nothing */
 };
@@ -80,13 +83,22 @@ static struct loom_xfer *q_front(const struct loom_fifo *q) {
   return front != NULL ? *front : NULL;
 }
 
+/* Frees ctx and its arrays (not its connections or segment). */
+static void ctx_free(struct shm_ctx *ctx) {
+  if (ctx == NULL)
+    return;
+  free(ctx->local_index);
+  free(ctx->open);
+  free(ctx->stale);
+  free(ctx);
+}
+
 static loomResult_t shm_init(const struct loom_transport_comm *info, void **out, void *addr) {
   struct shm_ctx *ctx = calloc(1, sizeof *ctx);
   if (ctx == NULL || (ctx->local_index = malloc(sizeof(int) * (size_t)info->nranks)) == NULL ||
-      (ctx->open = calloc((size_t)info->nranks, sizeof *ctx->open)) == NULL) {
-    if (ctx != NULL)
-      free(ctx->local_index);
-    free(ctx);
+      (ctx->open = calloc((size_t)info->nranks, sizeof *ctx->open)) == NULL ||
+      (ctx->stale = calloc((size_t)info->nranks, sizeof *ctx->stale)) == NULL) {
+    ctx_free(ctx);
     return loom_error(loomSystemError, LOOM_LOG_NET, "out of memory");
   }
   ctx->rank = info->rank;
@@ -103,9 +115,7 @@ static loomResult_t shm_init(const struct loom_transport_comm *info, void **out,
   loomResult_t res = shm_seg_create(&ctx->own, (uint32_t)info->nlocal, ctx->layout.cells,
                                     ctx->layout.cell_bytes, info->rank);
   if (res != loomSuccess) {
-    free(ctx->local_index);
-    free(ctx->open);
-    free(ctx);
+    ctx_free(ctx);
     return res;
   }
   memset(addr, 0, SHM_ADDR_BYTES);
@@ -323,6 +333,15 @@ static inline struct shm_cell_hdr *cell_at(const struct shm_conn *c, char *cells
   return (struct shm_cell_hdr *)(cells + (size_t)(index & (c->ncells - 1)) * c->cell_bytes);
 }
 
+/* Once half of c's cells or more are not known to be free, the first
+ * still turn of the next wait reads the consumer's tail (refresh_tails). */
+static inline void note_tail_stale(struct shm_conn *c) {
+  if (!c->tail_stale && c->next_write - c->tail_seen >= c->ncells / 2) {
+    c->tail_stale = 1;
+    c->ctx->stale[c->ctx->nstale++] = c;
+  }
+}
+
 /* Writes as many cells of the queued sends as the FIFO has room for.  The
  * consumer's tail is read only when the cells known to be free run out:
  * reading its line on every turn would pull it away from the consumer,
@@ -350,6 +369,7 @@ static void push_sends(struct shm_conn *c, int *progressed) {
       }
       atomic_store_explicit(&cell->seq, shm_cell_seq(c->next_write), memory_order_release);
       c->next_write++;
+      note_tail_stale(c);
       loom_fifo_pop(&c->sendq);
       *progressed = 1;
       continue;
@@ -366,6 +386,7 @@ static void push_sends(struct shm_conn *c, int *progressed) {
     cell->fp[1] = x->fp[1];
     atomic_store_explicit(&cell->seq, shm_cell_seq(c->next_write), memory_order_release);
     c->next_write++;
+    note_tail_stale(c);
     c->send_off += part;
     *progressed = 1;
     if (c->send_off == x->len) {
@@ -554,14 +575,17 @@ static void check_alive(struct shm_ctx *ctx) {
  * least half full (as far as this rank knows) are read: the wait hides
  * the cross-core read that push_sends would otherwise make in the middle
  * of a send once the cells known to be free run out (every 16th small
- * message; 55 or 200+ ns in the VM's two modes).  A 2-rank all-reduce of
- * 8-32 B: p50 0.94-0.95x the time in both modes (2026-12-07). */
+ * message with two ranks' 16 cells; 55 or 200+ ns in the VM's two
+ * modes).  A 2-rank all-reduce of 8-32 B: p50 0.94-0.95x the time in
+ * both modes (2026-12-07).  Only the FIFOs listed as stale are read, so
+ * a host of many ranks pays for the few that filled, not for every peer. */
 static void refresh_tails(struct shm_ctx *ctx) {
-  for (int i = 0; i < ctx->nopen; i++) {
-    struct shm_conn *c = ctx->open[i];
-    if (c->next_write - c->tail_seen >= c->ncells / 2)
-      c->tail_seen = atomic_load_explicit(&c->out_ctl->tail, memory_order_acquire);
+  for (int i = 0; i < ctx->nstale; i++) {
+    struct shm_conn *c = ctx->stale[i];
+    c->tail_seen = atomic_load_explicit(&c->out_ctl->tail, memory_order_acquire);
+    c->tail_stale = 0;
   }
+  ctx->nstale = 0;
 }
 
 static loomResult_t shm_progress(void *vctx, int *progressed, int *failed_peer) {
@@ -610,9 +634,7 @@ static void shm_fini(void *vctx) {
   for (int i = 0; i < ctx->nopen; i++)
     free_conn(ctx->open[i]);
   shm_seg_close(&ctx->own);
-  free(ctx->open);
-  free(ctx->local_index);
-  free(ctx);
+  ctx_free(ctx);
 }
 
 /* A FIFO in shared memory: a fraction of a microsecond a message, a

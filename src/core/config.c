@@ -147,7 +147,9 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          .max = 1000000,
          .help = "microseconds to poll without sleeping before waiting in the "
                  "kernel, both for network progress and for an idle stream's "
-                 "next task (lower it when ranks outnumber cores)"},
+                 "next task (lower it when ranks outnumber cores); a wait over "
+                 "shared memory after one that slept briefly polls for twice that "
+                 "sleep if longer; 0: never poll"},
     [LOOM_PARAM_BUCKET_BYTES] =
         {.name = "LOOM_BUCKET_BYTES",
          .type = LOOM_PARAM_T_SIZE,

@@ -3,7 +3,8 @@
  * progress while data moves; when nothing moves, spin for the first
  * microseconds (a peer on another core answers within them), then yield,
  * then sleep in the kernel on the transports' sockets, the failure-notice
- * socket and the abort eventfd.  A rank whose peer shares its CPU (ranks
+ * socket and the abort eventfd.  On shared memory, a wait after one that
+ * slept briefly yields for twice that sleep before sleeping.  A rank whose peer shares its CPU (ranks
  * outnumber cores, or the scheduler put both on one) is not answered
  * while it spins: once a wait ended after a yield that let another thread
  * run here, the next waits yield from their first turn (until a wait ends
@@ -33,11 +34,13 @@
  * closed before it fails naming that rank: a rank that finished and
  * exited closes it too, and what it sent is still to be read. */
 #define ENGINE_PREV_GONE_GRACE_MS 250u
-/* A wait after one that slept spins (yielding) for twice that sleep, at
- * most this long: two ranks of one host that both slept could otherwise
- * go on taking turns to sleep, each waking to find its answer long
- * there and the other, spun out, asleep (an all-gather of 128 KiB: 145
- * us a call instead of 2.5, for a dozen calls after one late one). */
+/* On a transport that wakes no sleeper (shared memory), a wait after one
+ * that slept spins (yielding) for twice that sleep, when that is at most
+ * this long: two ranks of one host that both slept could otherwise go on
+ * taking turns to sleep, each waking to find its answer long there and
+ * the other, spun out, asleep (an all-gather of 128 KiB: 145 us a call
+ * instead of 2.5, for a dozen calls after one late one).  Longer sleeps
+ * mean a peer busy elsewhere, not asleep in a wait: no extra spin. */
 #define ENGINE_AFTER_SLEEP_SPIN_MAX_NS 1000000u
 /* Within LOOM_SPIN_US, how long to poll before yielding at each turn. */
 #define ENGINE_PURE_SPIN_NS 3000u
@@ -275,9 +278,11 @@ static void wait_together(struct drive_space *d, int nstill, enum idle_action ac
   uint64_t t0 = loom_now_ns();
   loomResult_t res = wait_kernel(d->still, nstill, us, d->fds, d->cap, d->notice_at);
   uint64_t slept = loom_now_ns() - t0;
-  for (int i = 0; i < nstill; i++)
-    if (slept > d->still[i]->e->slept_ns)
-      d->still[i]->e->slept_ns = slept;
+  for (int i = 0; i < nstill; i++) {
+    struct loom_engine *e = d->still[i]->e;
+    if (e->busy_wait && slept > e->slept_ns) /* a socket's answer would have woken it */
+      e->slept_ns = slept;
+  }
   if (res != loomSuccess) {
     const char *why = loom_last_error();
     for (int i = 0; i < nstill; i++) {
@@ -311,7 +316,7 @@ static int next_task(const struct drive_next *nx, int i, struct loom_engine_task
 static void wait_ended(struct loom_engine *e) {
   e->yield_first = e->gave_cpu;
   uint64_t spin = 2 * e->slept_ns;
-  e->next_spin_ns = spin < ENGINE_AFTER_SLEEP_SPIN_MAX_NS ? spin : ENGINE_AFTER_SLEEP_SPIN_MAX_NS;
+  e->next_spin_ns = spin <= ENGINE_AFTER_SLEEP_SPIN_MAX_NS ? spin : 0;
   e->slept_ns = 0;
 }
 

@@ -225,8 +225,10 @@ for c, rs in rows.items():  # the rows' entries, merged as the file merges them
     for size, entry in rs:
         if runs and runs[-1][1] == entry: runs[-1][0] = size
         else: runs.append([size, entry])
+    # the last run covers every larger size ("max"), unless it is auto:
+    # then it has no entry, and the run before it keeps its bound
     if runs and runs[-1][1] == "auto": runs.pop()
-    if runs: runs[-1][0] = "max"
+    elif runs: runs[-1][0] = "max"
     want += ["%s 2 1 %s %s" % (c, s, e) for s, e in runs]
 have = [l.strip() for l in open(sys.argv[2]) if l.strip() and not l.startswith("#")]
 if have != want: bad.append("file %r, rows say %r" % (have, want))

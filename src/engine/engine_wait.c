@@ -4,13 +4,14 @@
  * microseconds (a peer on another core answers within them), then yield,
  * then sleep in the kernel on the transports' sockets, the failure-notice
  * socket and the abort eventfd.  On shared memory, a wait after one that
- * slept briefly yields for twice that sleep before sleeping.  A rank whose peer shares its CPU (ranks
- * outnumber cores, or the scheduler put both on one) is not answered
- * while it spins: once a wait ended after a yield that let another thread
- * run here, the next waits yield from their first turn (until a wait ends
- * without that).  Each task keeps its own clock, so a
- * timeout, an abort or a notice ends that task only.  One thread can drive
- * the tasks of several communicators at once (loom_engine_wait_all).
+ * slept briefly yields for twice that sleep before sleeping.  A rank
+ * whose peer shares its CPU (ranks outnumber cores, or the scheduler put
+ * both on one) is not answered while it spins: once a wait ended after a
+ * yield that let another thread run here, the next waits yield from their
+ * first turn (until a wait ends without that).  Each task keeps its own
+ * clock, so a timeout, an abort or a notice ends that task only.  One
+ * thread can drive the tasks of several communicators at once
+ * (loom_engine_wait_all).
  */
 #include "engine/engine_task.h"
 #include "core/error.h"

@@ -534,11 +534,35 @@ int loom_shm_can_peek(void *conn, size_t bytes) {
   return c->peek_ok && !one_data_line;
 }
 
+/* A small receive read in place that has not arrived polls its cell's
+ * flag this many more times before the engine's turn goes on: the turn
+ * between two polls let the waiting rank see the data later than a rank
+ * that found it there, so the two ranks of an exchange leapfrogged (short
+ * call, long call, by turns) more than Open MPI's; 2-rank all-reduce of
+ * 8-32 B in the VM's fast mode: p50 0.15 against 0.17 us, p99 0.23-0.25
+ * against 0.27 (docs/history/performance-log.md). */
+#define SHM_PEEK_SPINS 32
+
+/* Whether receive x's next cell arrives within SHM_PEEK_SPINS more polls
+ * (messages of up to SHM_INLINE_BYTES only: one line, no data behind). */
+static struct shm_cell_hdr *await_inline_cell(struct shm_conn *c, struct loom_xfer *x) {
+  if (c->failed != loomSuccess || x->len > SHM_INLINE_BYTES)
+    return NULL;
+  const struct shm_cell_hdr *next = cell_at(c, c->in_cells, c->next_read);
+  uint32_t want = shm_cell_seq(c->next_read);
+  for (int i = 0; i < SHM_PEEK_SPINS; i++)
+    if (atomic_load_explicit(&next->seq, memory_order_relaxed) == want)
+      return arrived_cell(c, x);
+  return NULL;
+}
+
 size_t loom_shm_peek(void *conn, struct loom_xfer *x, const void **data) {
   struct shm_conn *c = conn;
   if (c->failed != loomSuccess || q_front(&c->recvq) != x)
     return 0;
   struct shm_cell_hdr *cell = arrived_cell(c, x);
+  if (cell == NULL)
+    cell = await_inline_cell(c, x);
   if (cell == NULL)
     return 0;
   if (cell->len & SHM_CELL_CMA) {

@@ -13,6 +13,17 @@ FLOOD="$(dirname "$0")/flood.py"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 free_port() { "$PY" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+# wait_listen PORT: waits, at most 30 s, until a socket listens on PORT
+# (ss, iproute2); 1 if none did.
+wait_listen() {
+  wl_i=0
+  while [ $wl_i -lt 300 ]; do
+    ss -Hltn "sport = :$1" 2>/dev/null | grep -q . && return 0
+    sleep 0.1
+    wl_i=$((wl_i + 1))
+  done
+  return 1
+}
 export LOOM_BOOTSTRAP_TIMEOUT=20
 
 # ---- two jobs on one LOOM_COMM_ID ----------------------------------------
@@ -20,7 +31,9 @@ export LOOM_BOOTSTRAP_TIMEOUT=20
 port=$(free_port)
 ( LOOM_COMM_ID=127.0.0.1:$port JOB_VALUE=1 PROBE_DELAY_MS=2500 \
     timeout -k 5 60 "$LOOMRUN" --tag-output --timeout 50 -n 2 "$JP" >"$tmp/a" 2>&1; echo $? >"$tmp/a.rc" ) &
-sleep 0.7
+# B starts once A's root listens (a fixed 0.7 s was too short under ASan
+# on a loaded machine: B's root took the port and the jobs swapped roles).
+wait_listen "$port" || fail "job A's root never listened on port $port"
 # --keep-going: each of B's ranks says why it failed (its rank 1 may meet
 # A's root and fail before its rank 0 has said that the port is taken).
 LOOM_COMM_ID=127.0.0.1:$port JOB_VALUE=1000 timeout -k 5 60 "$LOOMRUN" --tag-output --keep-going \

@@ -539,8 +539,8 @@ int loom_shm_can_peek(void *conn, size_t bytes) {
  * between two polls let the waiting rank see the data later than a rank
  * that found it there, so the two ranks of an exchange leapfrogged (short
  * call, long call, by turns) more than Open MPI's; 2-rank all-reduce of
- * 8-32 B in the VM's fast mode: p50 0.15 against 0.17 us, p99 0.23-0.25
- * against 0.27 (docs/history/performance-log.md). */
+ * 16-32 B in the VM's fast mode: p50 0.140 against 0.155 us, p99 0.205
+ * against 0.25 (docs/history/performance-log.md). */
 #define SHM_PEEK_SPINS 32
 
 /* Whether receive x's next cell arrives within SHM_PEEK_SPINS more polls

@@ -479,6 +479,30 @@ static int shm_probe(void *conn, uint64_t fp[2], uint64_t *len) {
   return 1;
 }
 
+/* A small receive whose next cell has not arrived polls that cell's flag
+ * this many more times before the engine's turn goes on: the turn
+ * between two polls let the waiting rank see the data later than a rank
+ * that found it there, so the two ranks of an exchange leapfrogged (short
+ * call, long call, by turns) more than Open MPI's; 2-rank all-reduce of
+ * 16-32 B in the VM's fast mode: p50 0.140 against 0.155 us, p99 0.205
+ * against 0.25 (docs/history/performance-log.md).  Only the flag's line
+ * is polled, so the sender's writes to the data lines are not disturbed. */
+#define SHM_AWAIT_SPINS 32
+#define SHM_AWAIT_BYTES 1024 /* receives of at most this many bytes wait so */
+
+/* Whether receive x's next cell arrives within SHM_AWAIT_SPINS more polls
+ * (a small receive's first and only cell). */
+static struct shm_cell_hdr *await_cell(struct shm_conn *c, struct loom_xfer *x) {
+  if (c->failed != loomSuccess || x->len > SHM_AWAIT_BYTES || c->recv_off != 0)
+    return NULL;
+  const struct shm_cell_hdr *next = cell_at(c, c->in_cells, c->next_read);
+  uint32_t want = shm_cell_seq(c->next_read);
+  for (int i = 0; i < SHM_AWAIT_SPINS; i++)
+    if (atomic_load_explicit(&next->seq, memory_order_relaxed) == want)
+      return arrived_cell(c, x);
+  return NULL;
+}
+
 /* Hands the front cell back to the sender; finishes x with its last part. */
 static void release_cell(struct shm_conn *c, struct loom_xfer *x, size_t len) {
   c->recv_off += len;
@@ -493,11 +517,15 @@ static void release_cell(struct shm_conn *c, struct loom_xfer *x, size_t len) {
 
 /* Copies arrived cells into the posted receives, in order.  A receive
  * posted without a buffer is read in place by its owner (shm_peek). */
-static loomResult_t pull_recvs(struct shm_conn *c, int *progressed) {
+static loomResult_t pull_recvs(struct shm_conn *c, int *may_await, int *progressed) {
   struct shm_fifo_ctl *ctl = c->in_ctl;
   struct loom_xfer *x;
   while ((x = q_front(&c->recvq)) != NULL && x->buf != NULL) {
     struct shm_cell_hdr *cell = arrived_cell(c, x);
+    if (cell == NULL && *may_await) {
+      *may_await = 0;
+      cell = await_cell(c, x);
+    }
     if (cell == NULL)
       return c->failed;
     if (cell->len & SHM_CELL_CMA) {
@@ -534,35 +562,13 @@ int loom_shm_can_peek(void *conn, size_t bytes) {
   return c->peek_ok && !one_data_line;
 }
 
-/* A small receive read in place that has not arrived polls its cell's
- * flag this many more times before the engine's turn goes on: the turn
- * between two polls let the waiting rank see the data later than a rank
- * that found it there, so the two ranks of an exchange leapfrogged (short
- * call, long call, by turns) more than Open MPI's; 2-rank all-reduce of
- * 16-32 B in the VM's fast mode: p50 0.140 against 0.155 us, p99 0.205
- * against 0.25 (docs/history/performance-log.md). */
-#define SHM_PEEK_SPINS 32
-
-/* Whether receive x's next cell arrives within SHM_PEEK_SPINS more polls
- * (messages of up to SHM_INLINE_BYTES only: one line, no data behind). */
-static struct shm_cell_hdr *await_inline_cell(struct shm_conn *c, struct loom_xfer *x) {
-  if (c->failed != loomSuccess || x->len > SHM_INLINE_BYTES)
-    return NULL;
-  const struct shm_cell_hdr *next = cell_at(c, c->in_cells, c->next_read);
-  uint32_t want = shm_cell_seq(c->next_read);
-  for (int i = 0; i < SHM_PEEK_SPINS; i++)
-    if (atomic_load_explicit(&next->seq, memory_order_relaxed) == want)
-      return arrived_cell(c, x);
-  return NULL;
-}
-
 size_t loom_shm_peek(void *conn, struct loom_xfer *x, const void **data) {
   struct shm_conn *c = conn;
   if (c->failed != loomSuccess || q_front(&c->recvq) != x)
     return 0;
   struct shm_cell_hdr *cell = arrived_cell(c, x);
   if (cell == NULL)
-    cell = await_inline_cell(c, x);
+    cell = await_cell(c, x);
   if (cell == NULL)
     return 0;
   if (cell->len & SHM_CELL_CMA) {
@@ -614,12 +620,12 @@ static void refresh_tails(struct shm_ctx *ctx) {
 
 static loomResult_t shm_progress(void *vctx, int *progressed, int *failed_peer) {
   struct shm_ctx *ctx = vctx;
-  int moved = 0;
+  int moved = 0, may_await = 1; /* one receive a turn polls on (await_cell) */
   for (int i = 0; i < ctx->nopen; i++) {
     struct shm_conn *c = ctx->open[i];
     if (c->failed == loomSuccess) {
       push_sends(c, &moved);
-      pull_recvs(c, &moved);
+      pull_recvs(c, &may_await, &moved);
       reap_acks(c, &moved);
     }
     if (c->failed != loomSuccess) {

@@ -485,15 +485,20 @@ static int shm_probe(void *conn, uint64_t fp[2], uint64_t *len) {
  * that found it there, so the two ranks of an exchange leapfrogged (short
  * call, long call, by turns) more than Open MPI's; 2-rank all-reduce of
  * 16-32 B in the VM's fast mode: p50 0.140 against 0.155 us, p99 0.205
- * against 0.25 (docs/history/performance-log.md).  Only the flag's line
- * is polled, so the sender's writes to the data lines are not disturbed. */
+ * against 0.25; of 128-512 B, p99 0.26-0.27 against 0.29-0.31
+ * (docs/history/performance-log.md).  A receive read in place polls so
+ * when the engine looks for it (loom_shm_peek); one copied out, at the
+ * end of a progress turn that received nothing (shm_progress), so that
+ * data already here is acted on and sends on other connections leave
+ * first.  The polls read the flag's line only. */
 #define SHM_AWAIT_SPINS 32
 #define SHM_AWAIT_BYTES 1024 /* receives of at most this many bytes wait so */
+_Static_assert(SHM_AWAIT_BYTES <= SHM_PAYLOAD_MIN, "a receive that awaits has one cell");
 
 /* Whether receive x's next cell arrives within SHM_AWAIT_SPINS more polls
- * (a small receive's first and only cell). */
+ * (a small receive's one cell). */
 static struct shm_cell_hdr *await_cell(struct shm_conn *c, struct loom_xfer *x) {
-  if (c->failed != loomSuccess || x->len > SHM_AWAIT_BYTES || c->recv_off != 0)
+  if (c->failed != loomSuccess || x->len > SHM_AWAIT_BYTES)
     return NULL;
   const struct shm_cell_hdr *next = cell_at(c, c->in_cells, c->next_read);
   uint32_t want = shm_cell_seq(c->next_read);
@@ -501,6 +506,13 @@ static struct shm_cell_hdr *await_cell(struct shm_conn *c, struct loom_xfer *x) 
     if (atomic_load_explicit(&next->seq, memory_order_relaxed) == want)
       return arrived_cell(c, x);
   return NULL;
+}
+
+/* Whether c's front receive is a small one copied out whose cell has
+ * not arrived (after pull_recvs): one await_cell may wait for. */
+static int awaits_small_copy(const struct shm_conn *c) {
+  const struct loom_xfer *x = q_front(&c->recvq);
+  return c->failed == loomSuccess && x != NULL && x->buf != NULL && x->len <= SHM_AWAIT_BYTES;
 }
 
 /* Hands the front cell back to the sender; finishes x with its last part. */
@@ -517,15 +529,11 @@ static void release_cell(struct shm_conn *c, struct loom_xfer *x, size_t len) {
 
 /* Copies arrived cells into the posted receives, in order.  A receive
  * posted without a buffer is read in place by its owner (shm_peek). */
-static loomResult_t pull_recvs(struct shm_conn *c, int *may_await, int *progressed) {
+static loomResult_t pull_recvs(struct shm_conn *c, int *progressed) {
   struct shm_fifo_ctl *ctl = c->in_ctl;
   struct loom_xfer *x;
   while ((x = q_front(&c->recvq)) != NULL && x->buf != NULL) {
     struct shm_cell_hdr *cell = arrived_cell(c, x);
-    if (cell == NULL && *may_await) {
-      *may_await = 0;
-      cell = await_cell(c, x);
-    }
     if (cell == NULL)
       return c->failed;
     if (cell->len & SHM_CELL_CMA) {
@@ -618,21 +626,41 @@ static void refresh_tails(struct shm_ctx *ctx) {
   ctx->nstale = 0;
 }
 
+/* The first connection of the turn that awaits a small receive copied
+ * out, polled once the turn has received nothing (SHM_AWAIT_SPINS). */
+static void await_small_copy(struct shm_conn *c, int *moved) {
+  if (await_cell(c, q_front(&c->recvq)) != NULL)
+    pull_recvs(c, moved);
+}
+
 static loomResult_t shm_progress(void *vctx, int *progressed, int *failed_peer) {
   struct shm_ctx *ctx = vctx;
-  int moved = 0, may_await = 1; /* one receive a turn polls on (await_cell) */
+  int moved = 0, received = 0;
+  struct shm_conn *waiting = NULL;
   for (int i = 0; i < ctx->nopen; i++) {
     struct shm_conn *c = ctx->open[i];
     if (c->failed == loomSuccess) {
+      int got = 0;
       push_sends(c, &moved);
-      pull_recvs(c, &may_await, &moved);
+      pull_recvs(c, &got);
       reap_acks(c, &moved);
+      received |= got;
+      if (!got && waiting == NULL && awaits_small_copy(c))
+        waiting = c;
     }
     if (c->failed != loomSuccess) {
       *failed_peer = c->peer;
       return c->failed;
     }
   }
+  if (!received && waiting != NULL) {
+    await_small_copy(waiting, &received);
+    if (waiting->failed != loomSuccess) {
+      *failed_peer = waiting->peer;
+      return waiting->failed;
+    }
+  }
+  moved |= received;
   if (moved) {
     *progressed = 1;
     ctx->still_since = 0;

@@ -15,6 +15,7 @@
  */
 #include "bench_size.h"
 #include "mem_ceiling.h"
+#include "perf_time.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -33,7 +34,7 @@ static opts_t opt = {.coll = MEM_CEILING_ALLREDUCE, .nthreads = 2, .iters = 20, 
 
 static double print_result(double us, size_t bytes, double bus_factor, long long wrong) {
   char tstr[32], wstr[32];
-  snprintf(tstr, sizeof tstr, us >= 10000.0 ? "%7.0f" : us >= 100.0 ? "%7.1f" : "%7.2f", us);
+  perf_time_str(tstr, sizeof tstr, us);
   if (opt.check)
     snprintf(wstr, sizeof wstr, "%lld", wrong);
   else

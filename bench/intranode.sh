@@ -212,26 +212,33 @@ report() {
     function us(tool, s, m,   t) {
       if (!(tool in avail)) return "n/a"
       t = t_m(m == "" ? "mean" : m, tool, s)
-      return t == "" ? "-" : sprintf("%.2f", t)
+      return t == "" ? "-" : sprintf(t < 1 ? "%.3f" : "%.2f", t)
     }
     # how many times faster base (default loom) is than tool (= base busbw
-    # / tool busbw), by metric m (default the mean)
-    function speedup(tool, s, m, base,   lt, t) {
+    # / tool busbw), by metric m (default the mean): the number, "-" when
+    # not measured, "n/a" when tool did not run
+    function ratio(tool, s, m, base,   lt, t) {
       if (!(tool in avail)) return "n/a"
       if (m == "") m = "mean"
       if (base == "") base = "loom"
       lt = t_m(m, base, s); t = t_m(m, tool, s)
-      return (lt != "" && t != "" && lt > 0) ? sprintf("%.2f", t / lt) : "-"
+      return (lt != "" && t != "" && lt > 0) ? t / lt : "-"
+    }
+    # the same, as the tables print it (2 decimals)
+    function speedup(tool, s, m, base,   x) {
+      x = ratio(tool, s, m, base)
+      return (x == "-" || x == "n/a") ? x : sprintf("%.2f", x)
     }
     # target: over the sizes in [lo, hi], the worst speedup of base
-    # (default loom) over tool (by metric m, default the mean) must reach need
+    # (default loom) over tool (by metric m, default the mean) must reach
+    # need; judged unrounded, printed to 3 decimals
     function target(what, tool, lo, hi, need, m, base,   i, s, x, worst, at, k) {
       k = 0
       if (base != "" && !(base in avail)) tool = base # reported as not run
       for (i = 0; i < n; i++) {
         s = order[i] + 0
         if (s < lo || s > hi) continue
-        x = speedup(tool, s, m, base)
+        x = ratio(tool, s, m, base)
         if (x == "-" || x == "n/a") continue
         if (k == 0 || x + 0 < worst) { worst = x + 0; at = s }
         k++
@@ -241,7 +248,7 @@ report() {
       else if (k == 0)
         printf "  %-12s  %s: no size of the range measured\n", "not measured", what >> targets
       else
-        printf "  %-12s  %s: worst %.2f (%s B), over %d size(s)\n", (worst >= need) ? "met" : "MISSED",
+        printf "  %-12s  %s: worst %.3f (%s B), over %d size(s)\n", (worst >= need) ? "met" : "MISSED",
                what, worst, order_name[at], k >> targets
     }
     BEGIN { split(tools, tl, " "); for (i in tl) avail[tl[i]] = 1 }

@@ -15,6 +15,7 @@
 
 #include "bench_size.h"
 #include "perf_rounds.h"
+#include "perf_time.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -152,7 +153,9 @@ static void print_heads(int units) {
 
 /* "  <us>" in 7 columns, as loom-perf prints times. */
 static void print_time(double us) {
-  printf(us >= 10000.0 ? "  %7.0f" : us >= 100.0 ? "  %7.1f" : "  %7.2f", us);
+  char s[32];
+  perf_time_str(s, sizeof s, us);
+  printf("  %s", s);
 }
 
 static double print_result(timing_t t, size_t bytes, double bus_factor, long long wrong) {

@@ -6,12 +6,11 @@
  * --percentiles adds p50 and p99 (us per call) at the end of each form.
  */
 #include "perf_table.h"
+#include "perf_time.h"
 
 #include <stdio.h>
 
-void perf_fmt_time(char *out, size_t len, double us) {
-  snprintf(out, len, us >= 10000.0 ? "%7.0f" : us >= 100.0 ? "%7.1f" : "%7.2f", us);
-}
+void perf_fmt_time(char *out, size_t len, double us) { perf_time_str(out, len, us); }
 
 void perf_fmt_wrong(char *out, size_t len, int64_t wrong) {
   if (wrong >= 0)

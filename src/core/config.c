@@ -183,9 +183,8 @@ static const struct loom_param_info params[LOOM_PARAM_COUNT] = {
          .min = 0,
          .max = 1,
          .help = "1 (default): data received over shared memory for a reduction is "
-                 "reduced straight from the FIFO (but messages of 33-64 B, copied out "
-                 "faster); 0: copied to a staging slot first (one more copy; for "
-                 "comparison)"},
+                 "reduced straight from the FIFO; 0: copied to a staging slot first "
+                 "(one more copy; for comparison)"},
     [LOOM_PARAM_SHM_NODE_BYTES] =
         {.name = "LOOM_SHM_NODE_BYTES",
          .type = LOOM_PARAM_T_SIZE,

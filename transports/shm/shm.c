@@ -558,16 +558,18 @@ static loomResult_t pull_recvs(struct shm_conn *c, int *progressed) {
   return loomSuccess;
 }
 
-/* A message that fills one data line (more than SHM_INLINE_BYTES, at most
- * SHM_LINE) is copied out of its cell rather than read in place: a 2-rank
- * all-reduce of 48-64 B then ran as fast as one of 16-32 B in the VM's
- * slow mode (0.77x the time at p50; level or 1.04x in its other states),
- * where copying inline data out gained nothing
+/* Whether a receive from c may be read in place: at every size, unless
+ * single copy or LOOM_SHM_DIRECT_REDUCE=0 turned it off (peek_ok).
+ * Messages of one data line (33-64 B) were copied out until 2026-12-07,
+ * for the VM's slow mode (0.77x the time then); with await_cell's extra
+ * polls, reading them in place took 2-rank all-reduce of 64 B from 0.190
+ * to 0.160 us at p50 and 0.290 to 0.251 at p99 in the fast mode (25
+ * interleaved rounds; Open MPI 0.200 and 0.270), for 1.08x and 1.02x the
+ * time in the slow one (5 rounds; still 0.82x and 0.65x Open MPI's)
  * (docs/history/performance-log.md). */
 int loom_shm_can_peek(void *conn, size_t bytes) {
   const struct shm_conn *c = conn;
-  int one_data_line = bytes > SHM_INLINE_BYTES && bytes <= SHM_LINE;
-  return c->peek_ok && !one_data_line;
+  return c->peek_ok;
 }
 
 size_t loom_shm_peek(void *conn, struct loom_xfer *x, const void **data) {

@@ -10,8 +10,6 @@
 
 #include <stdio.h>
 
-void perf_fmt_time(char *out, size_t len, double us) { perf_time_str(out, len, us); }
-
 void perf_fmt_wrong(char *out, size_t len, int64_t wrong) {
   if (wrong >= 0)
     snprintf(out, len, "%lld", (long long)wrong);
@@ -47,8 +45,8 @@ static void print_percentiles(const opts_t *o, const perf_meas_t *m) {
     return;
   char p50[32] = "N/A", p99[32] = "N/A";
   if (m != NULL && m->p50_us >= 0) {
-    perf_fmt_time(p50, sizeof p50, m->p50_us);
-    perf_fmt_time(p99, sizeof p99, m->p99_us);
+    perf_time_str(p50, sizeof p50, m->p50_us);
+    perf_time_str(p99, sizeof p99, m->p99_us);
   }
   printf("  %7s  %7s", p50, p99);
 }
@@ -95,7 +93,7 @@ void perf_table_heads(const opts_t *o) {
 
 void perf_table_result(totals_t *tot, const perf_meas_t *m, int with_wrong) {
   char tstr[32], wstr[32];
-  perf_fmt_time(tstr, sizeof tstr, m->time_us);
+  perf_time_str(tstr, sizeof tstr, m->time_us);
   perf_fmt_wrong(wstr, sizeof wstr, m->wrong);
   if (m->busbw_gbs >= 0) {
     tot->bw_sum += m->busbw_gbs;
@@ -129,7 +127,7 @@ static void print_form(const opts_t *o, totals_t *tot, const perf_meas_t *m) {
 static void print_extra(const opts_t *o, const perf_row_t *row) {
   if (o->peer_mpi) {
     char tstr[32], wstr[32], bw[16] = "N/A", ratio[16] = "N/A", range[64];
-    perf_fmt_time(tstr, sizeof tstr, row->peer.time_us);
+    perf_time_str(tstr, sizeof tstr, row->peer.time_us);
     perf_fmt_wrong(wstr, sizeof wstr, row->peer.wrong);
     if (row->peer.busbw_gbs >= 0)
       snprintf(bw, sizeof bw, "%6.2f", row->peer.busbw_gbs);

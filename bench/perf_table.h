@@ -19,8 +19,6 @@ typedef struct {
   int bw_count;
 } totals_t;
 
-/* "  12.34", "  123.4", "   1234" as the time columns show it. */
-void perf_fmt_time(char *out, size_t len, double us);
 /* The count, or N/A (-1: not checked). */
 void perf_fmt_wrong(char *out, size_t len, int64_t wrong);
 
